@@ -1,0 +1,48 @@
+// A read-only memory mapping of a whole file.
+#include "format/mapped_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "util/error.h"
+
+namespace llada::format {
+
+std::unique_ptr<MappedFile> MappedFile::open(const std::string& path) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw Error("cannot open '" + path + "': " + std::strerror(errno));
+    struct stat st {};
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        ::close(fd);
+        throw Error("cannot stat '" + path + "': " + std::strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        ::close(fd);
+        throw Error("'" + path + "' is not a regular file");
+    }
+    std::unique_ptr<MappedFile> m(new MappedFile());
+    m->size_ = static_cast<size_t>(st.st_size);
+    if (m->size_ > 0) {
+        void* p = mmap(nullptr, m->size_, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (p == MAP_FAILED) {
+            int e = errno;
+            ::close(fd);
+            throw Error("cannot mmap '" + path + "': " + std::strerror(e));
+        }
+        m->data_ = static_cast<const uint8_t*>(p);
+    }
+    ::close(fd);
+    return m;
+}
+
+MappedFile::~MappedFile() {
+    if (data_ != nullptr) munmap(const_cast<uint8_t*>(data_), size_);
+}
+
+}  // namespace llada::format

@@ -1,0 +1,48 @@
+// Tensor element types as GGUF numbers them, and the block geometry of each.
+#include "format/tensor_type.h"
+
+#include <cassert>
+
+namespace llada::format {
+namespace {
+
+constexpr TensorTypeInfo kSupported[] = {
+    {TensorType::F32, "F32", 1, 4},
+    {TensorType::F16, "F16", 1, 2},
+    {TensorType::Q4_0, "Q4_0", 32, 18},  // fp16 scale + 16 bytes of nibbles
+    {TensorType::Q8_0, "Q8_0", 32, 34},  // fp16 scale + 32 int8
+    {TensorType::BF16, "BF16", 1, 2},
+};
+
+// Names of the ggml types llada.cpp does not compute with, for error messages.
+constexpr const char* kAllNames[] = {
+    "F32",     "F16",     "Q4_0",    "Q4_1",   "Q4_2",    "Q4_3",   "Q5_0",    "Q5_1",
+    "Q8_0",    "Q8_1",    "Q2_K",    "Q3_K",   "Q4_K",    "Q5_K",   "Q6_K",    "Q8_K",
+    "IQ2_XXS", "IQ2_XS",  "IQ3_XXS", "IQ1_S",  "IQ4_NL",  "IQ3_S",  "IQ2_S",   "IQ4_XS",
+    "I8",      "I16",     "I32",     "I64",    "F64",     "IQ1_M",  "BF16",    "Q4_0_4_4",
+    "Q4_0_4_8", "Q4_0_8_8", "TQ1_0", "TQ2_0",  "IQ4_NL_4_4", "IQ4_NL_4_8", "IQ4_NL_8_8", "MXFP4",
+};
+
+}  // namespace
+
+std::optional<TensorTypeInfo> tensor_type_info(uint32_t ggml_type) {
+    for (const auto& info : kSupported) {
+        if (static_cast<uint32_t>(info.type) == ggml_type) return info;
+    }
+    return std::nullopt;
+}
+
+const TensorTypeInfo& tensor_type_info(TensorType t) {
+    for (const auto& info : kSupported) {
+        if (info.type == t) return info;
+    }
+    assert(false && "unsupported TensorType value");
+    return kSupported[0];
+}
+
+std::string_view tensor_type_name_any(uint32_t ggml_type) {
+    if (ggml_type < sizeof(kAllNames) / sizeof(kAllNames[0])) return kAllNames[ggml_type];
+    return "unknown";
+}
+
+}  // namespace llada::format
