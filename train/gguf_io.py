@@ -1,0 +1,148 @@
+"""Minimal GGUF v3 reader and writer (NumPy) for exporting models and writing fixtures.
+
+Only what train/ needs: metadata of every scalar type, arrays of strings/ints/floats, and
+tensors in F32 or F16. The C++ engine has its own, fully checked reader (format/gguf.cpp).
+"""
+
+import struct
+
+import numpy as np
+
+GGUF_MAGIC = b"GGUF"
+ALIGNMENT = 32
+
+# Metadata value types (GGUF specification numbering).
+UINT8, INT8, UINT16, INT16, UINT32, INT32, FLOAT32, BOOL, STRING, ARRAY, UINT64, INT64, FLOAT64 = range(13)
+_SCALAR_FMT = {UINT8: "<B", INT8: "<b", UINT16: "<H", INT16: "<h", UINT32: "<I", INT32: "<i",
+               FLOAT32: "<f", BOOL: "<?", UINT64: "<Q", INT64: "<q", FLOAT64: "<d"}
+
+# Tensor types (ggml numbering).
+GGML_F32, GGML_F16 = 0, 1
+_TENSOR_DTYPE = {GGML_F32: np.float32, GGML_F16: np.float16}
+
+
+class GGUFWriter:
+    """Collects metadata and tensors, then writes a GGUF v3 file in one go."""
+
+    def __init__(self):
+        self.kv = []  # (key, type, value[, element type])
+        self.tensors = []  # (name, ggml type, numpy array)
+
+    def add(self, key, vtype, value, elem_type=None):
+        self.kv.append((key, vtype, value, elem_type))
+
+    def add_u32(self, key, v):
+        self.add(key, UINT32, int(v))
+
+    def add_i32(self, key, v):
+        self.add(key, INT32, int(v))
+
+    def add_f32(self, key, v):
+        self.add(key, FLOAT32, float(v))
+
+    def add_bool(self, key, v):
+        self.add(key, BOOL, bool(v))
+
+    def add_string(self, key, v):
+        self.add(key, STRING, v)
+
+    def add_array(self, key, elem_type, values):
+        self.add(key, ARRAY, list(values), elem_type)
+
+    def add_tensor(self, name, array, ggml_type=GGML_F32):
+        """`array` is in PyTorch/NumPy order ([out][in]); GGUF stores the reversed shape."""
+        dtype = _TENSOR_DTYPE[ggml_type]
+        self.tensors.append((name, ggml_type, np.ascontiguousarray(array, dtype=dtype)))
+
+    @staticmethod
+    def _string(s):
+        b = s.encode("utf-8") if isinstance(s, str) else bytes(s)
+        return struct.pack("<Q", len(b)) + b
+
+    def _value(self, vtype, value, elem_type):
+        if vtype == STRING:
+            return self._string(value)
+        if vtype == ARRAY:
+            out = struct.pack("<IQ", elem_type, len(value))
+            for v in value:
+                out += self._value(elem_type, v, None)
+            return out
+        return struct.pack(_SCALAR_FMT[vtype], value)
+
+    def write(self, path):
+        head = GGUF_MAGIC + struct.pack("<IQQ", 3, len(self.tensors), len(self.kv))
+        for key, vtype, value, elem_type in self.kv:
+            head += self._string(key) + struct.pack("<I", vtype) + self._value(vtype, value, elem_type)
+        offset = 0
+        offsets = []
+        for name, ggml_type, arr in self.tensors:
+            shape = list(reversed(arr.shape))
+            head += self._string(name) + struct.pack("<I", len(shape))
+            head += b"".join(struct.pack("<Q", d) for d in shape)
+            head += struct.pack("<IQ", ggml_type, offset)
+            offsets.append(offset)
+            offset += (arr.nbytes + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+        head += b"\0" * ((-len(head)) % ALIGNMENT)
+        with open(path, "wb") as f:
+            f.write(head)
+            for name, ggml_type, arr in self.tensors:
+                data = arr.tobytes()
+                f.write(data + b"\0" * ((-len(data)) % ALIGNMENT))
+
+
+class GGUFReader:
+    """Reads metadata and F32/F16 tensors (returned as float32 arrays in NumPy order)."""
+
+    def __init__(self, path):
+        with open(path, "rb") as f:
+            self.buf = f.read()
+        self.pos = 0
+        if self.buf[:4] != GGUF_MAGIC:
+            raise ValueError(f"{path}: not a GGUF file")
+        self.pos = 4
+        version, n_tensors, n_kv = self._unpack("<IQQ")
+        if version not in (2, 3):
+            raise ValueError(f"{path}: unsupported GGUF version {version}")
+        self.metadata = {}
+        for _ in range(n_kv):
+            key = self._read_string()
+            (vtype,) = self._unpack("<I")
+            self.metadata[key] = self._read_value(vtype)
+        align = self.metadata.get("general.alignment", ALIGNMENT)
+        infos = []
+        for _ in range(n_tensors):
+            name = self._read_string()
+            (n_dims,) = self._unpack("<I")
+            ne = [self._unpack("<Q")[0] for _ in range(n_dims)]
+            ggml_type, offset = self._unpack("<IQ")
+            infos.append((name, ne, ggml_type, offset))
+        data_start = (self.pos + align - 1) // align * align
+        self.tensor_types = {}
+        self.tensors = {}
+        for name, ne, ggml_type, offset in infos:
+            self.tensor_types[name] = ggml_type
+            if ggml_type not in _TENSOR_DTYPE:
+                continue  # quantised tensors are not needed on the Python side
+            dtype = _TENSOR_DTYPE[ggml_type]
+            n = int(np.prod(ne))
+            arr = np.frombuffer(self.buf, dtype=dtype, count=n, offset=data_start + offset)
+            self.tensors[name] = arr.reshape(list(reversed(ne))).astype(np.float32)
+
+    def _unpack(self, fmt):
+        vals = struct.unpack_from(fmt, self.buf, self.pos)
+        self.pos += struct.calcsize(fmt)
+        return vals
+
+    def _read_string(self):
+        (n,) = self._unpack("<Q")
+        s = self.buf[self.pos:self.pos + n]
+        self.pos += n
+        return s.decode("utf-8", errors="surrogateescape")
+
+    def _read_value(self, vtype):
+        if vtype == STRING:
+            return self._read_string()
+        if vtype == ARRAY:
+            elem_type, n = self._unpack("<IQ")
+            return [self._read_value(elem_type) for _ in range(n)]
+        return self._unpack(_SCALAR_FMT[vtype])[0]
