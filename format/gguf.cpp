@@ -38,11 +38,13 @@ size_t scalar_size(GgufType t) {
     return 0;
 }
 
-bool valid_type(uint32_t t) { return t <= static_cast<uint32_t>(GgufType::FLOAT64); }
+bool valid_type(uint32_t t) {
+    return t <= static_cast<uint32_t>(GgufType::FLOAT64);
+}
 
 // A bounds-checked little-endian cursor. `what` names the item being read for error messages.
 class Cursor {
-public:
+  public:
     Cursor(const uint8_t* base, uint64_t size, const std::string& file)
         : base_(base), size_(size), file_(file) {}
 
@@ -88,7 +90,7 @@ public:
 
     const uint8_t* here() const { return base_ + pos_; }
 
-private:
+  private:
     const uint8_t* base_;
     uint64_t size_;
     uint64_t pos_ = 0;
@@ -515,11 +517,13 @@ std::vector<std::string_view> GgufFile::get_string_array(std::string_view key) c
 std::vector<int64_t> GgufFile::get_int_array(std::string_view key) const {
     const GgufValue* v = find(key);
     if (!v) missing(path_, key);
-    if (v->type != GgufType::ARRAY || !(is_integer(v->elem_type) || v->elem_type == GgufType::BOOL)) {
+    if (v->type != GgufType::ARRAY ||
+        !(is_integer(v->elem_type) || v->elem_type == GgufType::BOOL)) {
         bad_type(path_, key, v->type, "ARRAY of integers");
     }
     std::vector<int64_t> out(v->count);
-    for (uint64_t k = 0; k < v->count; ++k) out[k] = array_int_at(*v, k);
+    for (uint64_t k = 0; k < v->count; ++k)
+        out[k] = array_int_at(*v, k);
     return out;
 }
 

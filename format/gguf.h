@@ -67,7 +67,7 @@ struct GgufTensor {
 
 // A parsed GGUF file. Construction throws llada::Error naming the key or tensor at fault.
 class GgufFile {
-public:
+  public:
     static std::unique_ptr<GgufFile> open(const std::string& path);
     // Parses a buffer the caller keeps alive (tests, in-memory files).
     static std::unique_ptr<GgufFile> from_memory(const uint8_t* data, size_t size,
@@ -101,7 +101,7 @@ public:
     std::vector<int64_t> get_int_array(std::string_view key) const;
     std::vector<double> get_float_array(std::string_view key) const;
 
-private:
+  private:
     GgufFile() = default;
     void parse();
 

@@ -46,16 +46,36 @@ void GgufWriter::put(const std::string& key, GgufType t, std::vector<uint8_t> bo
     kvs_.push_back({key, t, std::move(body)});
 }
 
-void GgufWriter::set_u8(const std::string& k, uint8_t v) { put(k, GgufType::UINT8, scalar(v)); }
-void GgufWriter::set_i8(const std::string& k, int8_t v) { put(k, GgufType::INT8, scalar(v)); }
-void GgufWriter::set_u16(const std::string& k, uint16_t v) { put(k, GgufType::UINT16, scalar(v)); }
-void GgufWriter::set_i16(const std::string& k, int16_t v) { put(k, GgufType::INT16, scalar(v)); }
-void GgufWriter::set_u32(const std::string& k, uint32_t v) { put(k, GgufType::UINT32, scalar(v)); }
-void GgufWriter::set_i32(const std::string& k, int32_t v) { put(k, GgufType::INT32, scalar(v)); }
-void GgufWriter::set_u64(const std::string& k, uint64_t v) { put(k, GgufType::UINT64, scalar(v)); }
-void GgufWriter::set_i64(const std::string& k, int64_t v) { put(k, GgufType::INT64, scalar(v)); }
-void GgufWriter::set_f32(const std::string& k, float v) { put(k, GgufType::FLOAT32, scalar(v)); }
-void GgufWriter::set_f64(const std::string& k, double v) { put(k, GgufType::FLOAT64, scalar(v)); }
+void GgufWriter::set_u8(const std::string& k, uint8_t v) {
+    put(k, GgufType::UINT8, scalar(v));
+}
+void GgufWriter::set_i8(const std::string& k, int8_t v) {
+    put(k, GgufType::INT8, scalar(v));
+}
+void GgufWriter::set_u16(const std::string& k, uint16_t v) {
+    put(k, GgufType::UINT16, scalar(v));
+}
+void GgufWriter::set_i16(const std::string& k, int16_t v) {
+    put(k, GgufType::INT16, scalar(v));
+}
+void GgufWriter::set_u32(const std::string& k, uint32_t v) {
+    put(k, GgufType::UINT32, scalar(v));
+}
+void GgufWriter::set_i32(const std::string& k, int32_t v) {
+    put(k, GgufType::INT32, scalar(v));
+}
+void GgufWriter::set_u64(const std::string& k, uint64_t v) {
+    put(k, GgufType::UINT64, scalar(v));
+}
+void GgufWriter::set_i64(const std::string& k, int64_t v) {
+    put(k, GgufType::INT64, scalar(v));
+}
+void GgufWriter::set_f32(const std::string& k, float v) {
+    put(k, GgufType::FLOAT32, scalar(v));
+}
+void GgufWriter::set_f64(const std::string& k, double v) {
+    put(k, GgufType::FLOAT64, scalar(v));
+}
 void GgufWriter::set_bool(const std::string& k, bool v) {
     put(k, GgufType::BOOL, scalar<uint8_t>(v ? 1 : 0));
 }
@@ -69,7 +89,8 @@ void GgufWriter::set_array_string(const std::string& k, const std::vector<std::s
     std::vector<uint8_t> b;
     append<uint32_t>(b, static_cast<uint32_t>(GgufType::STRING));
     append<uint64_t>(b, v.size());
-    for (const auto& s : v) append_string(b, s);
+    for (const auto& s : v)
+        append_string(b, s);
     put(k, GgufType::ARRAY, std::move(b));
 }
 
@@ -77,7 +98,8 @@ void GgufWriter::set_array_i32(const std::string& k, const std::vector<int32_t>&
     std::vector<uint8_t> b;
     append<uint32_t>(b, static_cast<uint32_t>(GgufType::INT32));
     append<uint64_t>(b, v.size());
-    for (int32_t x : v) append(b, x);
+    for (int32_t x : v)
+        append(b, x);
     put(k, GgufType::ARRAY, std::move(b));
 }
 
@@ -85,7 +107,8 @@ void GgufWriter::set_array_f32(const std::string& k, const std::vector<float>& v
     std::vector<uint8_t> b;
     append<uint32_t>(b, static_cast<uint32_t>(GgufType::FLOAT32));
     append<uint64_t>(b, v.size());
-    for (float x : v) append(b, x);
+    for (float x : v)
+        append(b, x);
     put(k, GgufType::ARRAY, std::move(b));
 }
 
@@ -108,7 +131,8 @@ void GgufWriter::add_tensor(const std::string& name, TensorType type, std::vecto
         throw Error("GgufWriter: tensor '" + name + "' must have 1 to 4 dimensions");
     }
     uint64_t n = 1;
-    for (uint64_t d : ne) n *= d;
+    for (uint64_t d : ne)
+        n *= d;
     if (ne[0] % info.block_elems != 0) {
         throw Error("GgufWriter: tensor '" + name + "' first dimension " + std::to_string(ne[0]) +
                     " is not a multiple of " + info.name + "'s block size");
@@ -116,8 +140,8 @@ void GgufWriter::add_tensor(const std::string& name, TensorType type, std::vecto
     for (const auto& t : tensors_) {
         if (t.name == name) throw Error("GgufWriter: duplicate tensor '" + name + "'");
     }
-    tensors_.push_back({name, type, std::move(ne), n / info.block_elems * info.block_bytes,
-                        std::move(fill)});
+    tensors_.push_back(
+        {name, type, std::move(ne), n / info.block_elems * info.block_bytes, std::move(fill)});
 }
 
 void GgufWriter::add_tensor(const std::string& name, TensorType type, std::vector<uint64_t> ne,
@@ -153,12 +177,14 @@ std::vector<uint8_t> GgufWriter::header() const {
     for (const auto& t : tensors_) {
         append_string(h, t.name);
         append<uint32_t>(h, static_cast<uint32_t>(t.ne.size()));
-        for (uint64_t d : t.ne) append<uint64_t>(h, d);
+        for (uint64_t d : t.ne)
+            append<uint64_t>(h, d);
         append<uint32_t>(h, static_cast<uint32_t>(t.type));
         append<uint64_t>(h, offset);
         offset += (t.n_bytes + alignment_ - 1) / alignment_ * alignment_;
     }
-    while (h.size() % alignment_ != 0) h.push_back(0);
+    while (h.size() % alignment_ != 0)
+        h.push_back(0);
     return h;
 }
 

@@ -11,7 +11,7 @@
 namespace llada::format {
 
 class GgufWriter {
-public:
+  public:
     // Scalars.
     void set_u8(const std::string& key, uint8_t v);
     void set_i8(const std::string& key, int8_t v);
@@ -48,7 +48,7 @@ public:
     // The whole file in memory (tests).
     std::vector<uint8_t> to_bytes() const;
 
-private:
+  private:
     struct KV {
         std::string key;
         GgufType type;

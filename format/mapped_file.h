@@ -9,7 +9,7 @@
 namespace llada::format {
 
 class MappedFile {
-public:
+  public:
     // Throws llada::Error naming the path and the OS error.
     static std::unique_ptr<MappedFile> open(const std::string& path);
     ~MappedFile();
@@ -19,7 +19,7 @@ public:
     const uint8_t* data() const { return data_; }
     size_t size() const { return size_; }
 
-private:
+  private:
     MappedFile() = default;
     const uint8_t* data_ = nullptr;
     size_t size_ = 0;

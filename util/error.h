@@ -9,7 +9,7 @@ namespace llada {
 // Thrown for user-caused problems; the message names the problem and, where useful, a hint.
 // Broken internal invariants use assert() instead.
 class Error : public std::runtime_error {
-public:
+  public:
     explicit Error(const std::string& what) : std::runtime_error(what) {}
 };
 

@@ -1,0 +1,72 @@
+// CPU kernels, each dispatched at run time to the best instruction set the machine has.
+//
+// Kernels are single-threaded functions over an explicit range of rows or columns; the runtime
+// splits an op into ranges and runs them on its thread pool. Every kernel has a scalar twin in
+// kernels/reference.h that the tests compare against on every compiled target.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "format/tensor_type.h"
+#include "quant/blocks.h"
+
+namespace llada::kernels {
+
+// A weight matrix W[n_rows][n_cols] in its storage format: row n holds the n_cols input weights
+// of output n (GGUF's ne[0] = n_cols is the fastest dimension).
+struct WeightView {
+    format::TensorType type = format::TensorType::F32;
+    const uint8_t* data = nullptr;
+    int64_t n_rows = 0;
+    int64_t n_cols = 0;
+    size_t row_bytes = 0;
+    const uint8_t* row(int64_t n) const { return data + static_cast<size_t>(n) * row_bytes; }
+};
+
+// How the activations must be prepared for a weight format, following llama.cpp's CPU backend:
+// F16/BF16 weights see activations rounded to F16/BF16; Q8_0/Q4_0 weights see activations
+// quantised to Q8_0 blocks (scale amax/127 in fp16, round half to even).
+enum class ActKind { F32, F16, BF16, Q8_0 };
+ActKind act_kind_for(format::TensorType weight_type);
+
+// --- activation preparation (rows [r0, r1) of a row-major [rows][k] matrix) ---
+// y = x rounded to fp16 / bf16 precision, kept as float32.
+void round_rows_fp16(const float* x, float* y, int64_t k, int64_t r0, int64_t r1);
+void round_rows_bf16(const float* x, float* y, int64_t k, int64_t r0, int64_t r1);
+// Each row of k floats (k % 32 == 0) becomes k/32 Q8_0 blocks.
+void quantize_rows_q8_0(const float* x, quant::BlockQ8_0* y, int64_t k, int64_t r0, int64_t r1);
+
+// --- matmul: y[m][n] = sum_k x[m][k] * W[n][k] for m in [0, m_rows), n in [n0, n1) ---
+// x is float32 (already rounded for F16/BF16 weights); W is F32, F16 or BF16.
+void matmul_float(const float* x, int64_t m_rows, const WeightView& w, float* y, int64_t ldy,
+                  int64_t n0, int64_t n1);
+// xq holds m_rows rows of W.n_cols/32 Q8_0 blocks; W is Q8_0 or Q4_0.
+void matmul_q8(const quant::BlockQ8_0* xq, int64_t m_rows, const WeightView& w, float* y,
+               int64_t ldy, int64_t n0, int64_t n1);
+
+// --- row-wise ops on rows [r0, r1) of row-major matrices with `k` columns ---
+// y = x / sqrt(mean(x^2) + eps) * w
+void rms_norm(const float* x, const float* w, float* y, int64_t k, float eps, int64_t r0,
+              int64_t r1);
+// y = a + b (elementwise over n values starting at offset 0; callers pass sub-ranges).
+void add(const float* a, const float* b, float* y, int64_t n);
+// y = silu(g) * u, silu(x) = x / (1 + exp(-x)).
+void swiglu(const float* g, const float* u, float* y, int64_t n);
+
+// RoPE on one row of n_heads heads of head_dim values, in place. cos/sin hold n_rot/2 values
+// for this row's position. NORM pairs (2i, 2i+1); NEOX pairs (i, i + n_rot/2).
+enum class RopeStyle { Norm, Neox };
+void rope_row(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, const float* cos,
+              const float* sin, RopeStyle style);
+
+// Attention of one query head against n_kv keys/values (rows of stride `kv_stride` floats, head
+// slice already applied): out = softmax(q.k_j * scale) . v_j, computed with a streaming
+// (flash-style) softmax so no score row is materialised.
+void attention_head(const float* q, const float* k, const float* v, int64_t kv_stride, int64_t n_kv,
+                    int64_t head_dim, float scale, float* out);
+
+// Name of the instruction set the dispatcher picked (for logs and benchmarks).
+const char* active_target();
+
+}  // namespace llada::kernels

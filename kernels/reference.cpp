@@ -1,0 +1,141 @@
+// Scalar reference twins of the SIMD kernels: plain loops, double accumulation where it helps.
+#include "kernels/reference.h"
+
+#include <cmath>
+#include <vector>
+
+#include "quant/fp16.h"
+
+namespace llada::kernels::ref {
+
+void round_rows_fp16(const float* x, float* y, int64_t k, int64_t r0, int64_t r1) {
+    for (int64_t i = r0 * k; i < r1 * k; ++i)
+        y[i] = quant::round_to_fp16(x[i]);
+}
+
+void round_rows_bf16(const float* x, float* y, int64_t k, int64_t r0, int64_t r1) {
+    for (int64_t i = r0 * k; i < r1 * k; ++i)
+        y[i] = quant::round_to_bf16(x[i]);
+}
+
+void quantize_rows_q8_0(const float* x, quant::BlockQ8_0* y, int64_t k, int64_t r0, int64_t r1) {
+    const int64_t nb = k / quant::kQK;
+    for (int64_t r = r0; r < r1; ++r) {
+        for (int64_t b = 0; b < nb; ++b) {
+            const float* xb = x + r * k + b * quant::kQK;
+            float amax = 0.0f;
+            for (int j = 0; j < quant::kQK; ++j)
+                amax = std::max(amax, std::fabs(xb[j]));
+            const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+            y[r * nb + b].d = quant::fp32_to_fp16(amax / 127.0f);
+            for (int j = 0; j < quant::kQK; ++j) {
+                y[r * nb + b].qs[j] = static_cast<int8_t>(std::nearbyintf(xb[j] * id));
+            }
+        }
+    }
+}
+
+void matmul_float(const float* x, int64_t m_rows, const WeightView& w, float* y, int64_t ldy,
+                  int64_t n0, int64_t n1) {
+    std::vector<float> wrow(static_cast<size_t>(w.n_cols));
+    for (int64_t n = n0; n < n1; ++n) {
+        quant::dequantize_row(w.type, w.row(n), wrow.data(), w.n_cols);
+        for (int64_t m = 0; m < m_rows; ++m) {
+            double s = 0.0;
+            for (int64_t i = 0; i < w.n_cols; ++i)
+                s += double(x[m * w.n_cols + i]) * wrow[i];
+            y[m * ldy + n] = static_cast<float>(s);
+        }
+    }
+}
+
+void matmul_q8(const quant::BlockQ8_0* xq, int64_t m_rows, const WeightView& w, float* y,
+               int64_t ldy, int64_t n0, int64_t n1) {
+    const int64_t nb = w.n_cols / quant::kQK;
+    for (int64_t n = n0; n < n1; ++n) {
+        for (int64_t m = 0; m < m_rows; ++m) {
+            double s = 0.0;
+            for (int64_t b = 0; b < nb; ++b) {
+                int32_t isum = 0;
+                float dw;
+                if (w.type == format::TensorType::Q4_0) {
+                    const auto& blk = reinterpret_cast<const quant::BlockQ4_0*>(w.row(n))[b];
+                    dw = quant::fp16_to_fp32(blk.d);
+                    for (int j = 0; j < quant::kQK / 2; ++j) {
+                        isum += ((blk.qs[j] & 0x0f) - 8) * xq[m * nb + b].qs[j];
+                        isum += ((blk.qs[j] >> 4) - 8) * xq[m * nb + b].qs[j + quant::kQK / 2];
+                    }
+                } else {
+                    const auto& blk = reinterpret_cast<const quant::BlockQ8_0*>(w.row(n))[b];
+                    dw = quant::fp16_to_fp32(blk.d);
+                    for (int j = 0; j < quant::kQK; ++j)
+                        isum += blk.qs[j] * xq[m * nb + b].qs[j];
+                }
+                s += double(dw) * quant::fp16_to_fp32(xq[m * nb + b].d) * isum;
+            }
+            y[m * ldy + n] = static_cast<float>(s);
+        }
+    }
+}
+
+void rms_norm(const float* x, const float* w, float* y, int64_t k, float eps, int64_t r0,
+              int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+        double ss = 0.0;
+        for (int64_t i = 0; i < k; ++i)
+            ss += double(x[r * k + i]) * x[r * k + i];
+        const double scale = 1.0 / std::sqrt(ss / double(k) + eps);
+        for (int64_t i = 0; i < k; ++i) {
+            y[r * k + i] = static_cast<float>(x[r * k + i] * scale * w[i]);
+        }
+    }
+}
+
+void add(const float* a, const float* b, float* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i)
+        y[i] = a[i] + b[i];
+}
+
+void swiglu(const float* g, const float* u, float* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+        y[i] = static_cast<float>(double(g[i]) / (1.0 + std::exp(-double(g[i]))) * u[i]);
+    }
+}
+
+void rope_row(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, const float* cos,
+              const float* sin, RopeStyle style) {
+    const int64_t half = n_rot / 2;
+    for (int64_t h = 0; h < n_heads; ++h) {
+        for (int64_t i = 0; i < half; ++i) {
+            const int64_t ia = h * head_dim + (style == RopeStyle::Norm ? 2 * i : i);
+            const int64_t ib = h * head_dim + (style == RopeStyle::Norm ? 2 * i + 1 : i + half);
+            const double a = x[ia], b = x[ib];
+            x[ia] = static_cast<float>(a * cos[i] - b * sin[i]);
+            x[ib] = static_cast<float>(a * sin[i] + b * cos[i]);
+        }
+    }
+}
+
+void attention_head(const float* q, const float* k, const float* v, int64_t kv_stride, int64_t n_kv,
+                    int64_t head_dim, float scale, float* out) {
+    std::vector<double> s(static_cast<size_t>(n_kv));
+    double mx = -INFINITY;
+    for (int64_t j = 0; j < n_kv; ++j) {
+        double d = 0.0;
+        for (int64_t i = 0; i < head_dim; ++i)
+            d += double(q[i]) * k[j * kv_stride + i];
+        s[j] = d * scale;
+        mx = std::max(mx, s[j]);
+    }
+    double sum = 0.0;
+    for (auto& e : s)
+        sum += (e = std::exp(e - mx));
+    for (int64_t i = 0; i < head_dim; ++i) {
+        double o = 0.0;
+        for (int64_t j = 0; j < n_kv; ++j)
+            o += s[j] * v[j * kv_stride + i];
+        out[i] = static_cast<float>(o / sum);
+    }
+}
+
+}  // namespace llada::kernels::ref

@@ -1,0 +1,26 @@
+// Scalar reference twins of the SIMD kernels: plain loops, double accumulation where it helps,
+// used by the tests as the independent check of every compiled target.
+#pragma once
+
+#include "kernels/kernels.h"
+
+namespace llada::kernels::ref {
+
+void round_rows_fp16(const float* x, float* y, int64_t k, int64_t r0, int64_t r1);
+void round_rows_bf16(const float* x, float* y, int64_t k, int64_t r0, int64_t r1);
+void quantize_rows_q8_0(const float* x, quant::BlockQ8_0* y, int64_t k, int64_t r0, int64_t r1);
+void matmul_float(const float* x, int64_t m_rows, const WeightView& w, float* y, int64_t ldy,
+                  int64_t n0, int64_t n1);
+void matmul_q8(const quant::BlockQ8_0* xq, int64_t m_rows, const WeightView& w, float* y,
+               int64_t ldy, int64_t n0, int64_t n1);
+void rms_norm(const float* x, const float* w, float* y, int64_t k, float eps, int64_t r0,
+              int64_t r1);
+void add(const float* a, const float* b, float* y, int64_t n);
+void swiglu(const float* g, const float* u, float* y, int64_t n);
+void rope_row(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, const float* cos,
+              const float* sin, RopeStyle style);
+// Materialises the score row and uses a two-pass softmax in double: the textbook definition.
+void attention_head(const float* q, const float* k, const float* v, int64_t kv_stride, int64_t n_kv,
+                    int64_t head_dim, float scale, float* out);
+
+}  // namespace llada::kernels::ref

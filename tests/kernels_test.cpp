@@ -1,0 +1,258 @@
+// Every SIMD kernel on every instruction set this machine supports, against its scalar twin.
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "hwy/highway.h"
+#include "hwy/targets.h"
+#include "kernels/kernels.h"
+#include "kernels/reference.h"
+#include "quant/blocks.h"
+#include "quant/fp16.h"
+
+using namespace llada;
+using namespace llada::kernels;
+using format::TensorType;
+
+namespace {
+
+std::vector<float> random_vec(size_t n, uint32_t seed, float scale = 1.0f) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> dist(0.0f, scale);
+    std::vector<float> v(n);
+    for (auto& x : v)
+        x = dist(rng);
+    return v;
+}
+
+// Runs `body` once per compiled and supported target, naming the target on failure.
+template <typename F>
+void for_each_target(F body) {
+    for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+        hwy::SetSupportedTargetsForTest(target);
+        SCOPED_TRACE(std::string("target ") + hwy::TargetName(target));
+        body();
+    }
+    hwy::SetSupportedTargetsForTest(0);
+}
+
+struct Weights {
+    std::vector<uint8_t> bytes;
+    WeightView view;
+};
+
+Weights make_weights(TensorType t, int64_t n, int64_t k, uint32_t seed) {
+    auto f = random_vec(static_cast<size_t>(n * k), seed, 0.5f);
+    Weights w;
+    size_t rb = quant::row_bytes(t, k);
+    w.bytes.resize(rb * n);
+    for (int64_t r = 0; r < n; ++r)
+        quant::quantize_row(t, f.data() + r * k, &w.bytes[r * rb], k);
+    w.view = {t, w.bytes.data(), n, k, rb};
+    return w;
+}
+
+}  // namespace
+
+TEST(Kernels, SeveralTargetsAreTested) {
+    // This machine (the CI kind) has AVX-512; the scalar EMU128 target always exists.
+    auto targets = hwy::SupportedAndGeneratedTargets();
+    std::string names;
+    for (auto t : targets)
+        names += std::string(hwy::TargetName(t)) + " ";
+    RecordProperty("targets", names);
+    EXPECT_GE(targets.size(), 2u) << names;
+}
+
+TEST(Kernels, Fp16ConversionIsExactAndRoundsToEven) {
+    // Every finite fp16 value round-trips; every midpoint between neighbours rounds to even.
+    for (uint32_t h = 0; h < 0x10000; ++h) {
+        const uint16_t bits = static_cast<uint16_t>(h);
+        if ((bits & 0x7c00) == 0x7c00) continue;  // inf / NaN
+        const float f = quant::fp16_to_fp32(bits);
+        ASSERT_EQ(quant::fp32_to_fp16(f), bits) << h;
+        const uint16_t next = static_cast<uint16_t>(bits + 1);
+        if ((bits & 0x8000) || (next & 0x7c00) == 0x7c00) continue;
+        const float mid = (f + quant::fp16_to_fp32(next)) * 0.5f;  // exact in float32
+        const uint16_t even = (bits & 1) ? next : bits;
+        ASSERT_EQ(quant::fp32_to_fp16(mid), even) << h;
+    }
+    EXPECT_EQ(quant::fp32_to_fp16(1e6f), 0x7c00);
+    EXPECT_EQ(quant::fp32_to_fp16(-1e6f), 0xfc00);
+    EXPECT_TRUE(std::isnan(quant::fp16_to_fp32(quant::fp32_to_fp16(NAN))));
+}
+
+TEST(Kernels, ActivationPreparationMatchesScalarExactly) {
+    const int64_t k = 96, rows = 5;
+    auto x = random_vec(static_cast<size_t>(k * rows), 1);
+    x[7] = 0.0f;
+    for (int j = 0; j < 32; ++j)
+        x[32 + j] = 0.0f;  // an all-zero block: scale 0
+    std::vector<float> a(x.size()), b(x.size());
+    std::vector<quant::BlockQ8_0> qa(rows * k / 32), qb(rows * k / 32);
+    ref::round_rows_fp16(x.data(), b.data(), k, 0, rows);
+    ref::quantize_rows_q8_0(x.data(), qb.data(), k, 0, rows);
+    for_each_target([&] {
+        round_rows_fp16(x.data(), a.data(), k, 0, rows);
+        EXPECT_EQ(a, b);
+        round_rows_bf16(x.data(), a.data(), k, 0, rows);
+        std::vector<float> c(x.size());
+        ref::round_rows_bf16(x.data(), c.data(), k, 0, rows);
+        EXPECT_EQ(a, c);
+        quantize_rows_q8_0(x.data(), qa.data(), k, 0, rows);
+        for (size_t i = 0; i < qa.size(); ++i) {
+            ASSERT_EQ(qa[i].d, qb[i].d) << i;
+            for (int j = 0; j < 32; ++j)
+                ASSERT_EQ(qa[i].qs[j], qb[i].qs[j]) << i << "," << j;
+        }
+    });
+}
+
+// Float-weight matmuls. Tolerance: float32 summation of K products has error at most
+// ~K * FLT_EPSILON * sum|x_i w_i| (worst case); the reference sums in double.
+TEST(Kernels, MatmulFloatFormatsMatchScalarTwin) {
+    for (TensorType t : {TensorType::F32, TensorType::F16, TensorType::BF16}) {
+        for (int64_t k : {16, 67, 256}) {
+            const int64_t n = 37, m = 4;
+            Weights w = make_weights(t, n, k, 7);
+            auto x = random_vec(static_cast<size_t>(m * k), 3);
+            std::vector<float> want(m * n), got(m * n), mag(m * n);
+            ref::matmul_float(x.data(), m, w.view, want.data(), n, 0, n);
+            // |x| . |w| for the tolerance.
+            std::vector<float> ax(x.size());
+            for (size_t i = 0; i < x.size(); ++i)
+                ax[i] = std::fabs(x[i]);
+            std::vector<float> wf(k);
+            for (int64_t r = 0; r < n; ++r) {
+                quant::dequantize_row(t, w.view.row(r), wf.data(), k);
+                for (int64_t c = 0; c < m; ++c) {
+                    double s = 0;
+                    for (int64_t i = 0; i < k; ++i)
+                        s += ax[c * k + i] * std::fabs(wf[i]);
+                    mag[c * n + r] = static_cast<float>(s);
+                }
+            }
+            for_each_target([&] {
+                std::fill(got.begin(), got.end(), NAN);
+                // Two column ranges, as the thread pool would split them.
+                matmul_float(x.data(), m, w.view, got.data(), n, 0, 20);
+                matmul_float(x.data(), m, w.view, got.data(), n, 20, n);
+                for (size_t i = 0; i < got.size(); ++i) {
+                    ASSERT_NEAR(got[i], want[i], k * FLT_EPSILON * mag[i] + 1e-30)
+                        << format::tensor_type_info(t).name << " k=" << k << " i=" << i;
+                }
+            });
+        }
+    }
+}
+
+// Quantised matmuls: integer block sums are exact, so the only error is the float32
+// accumulation of K/32 scaled block sums.
+TEST(Kernels, MatmulQuantisedFormatsMatchScalarTwin) {
+    for (TensorType t : {TensorType::Q8_0, TensorType::Q4_0}) {
+        const int64_t n = 29, m = 3, k = 160;
+        Weights w = make_weights(t, n, k, 11);
+        auto x = random_vec(static_cast<size_t>(m * k), 5);
+        std::vector<quant::BlockQ8_0> xq(m * k / 32);
+        ref::quantize_rows_q8_0(x.data(), xq.data(), k, 0, m);
+        std::vector<float> want(m * n), got(m * n);
+        ref::matmul_q8(xq.data(), m, w.view, want.data(), n, 0, n);
+        for_each_target([&] {
+            matmul_q8(xq.data(), m, w.view, got.data(), n, 0, 13);
+            matmul_q8(xq.data(), m, w.view, got.data(), n, 13, n);
+            for (size_t i = 0; i < got.size(); ++i) {
+                ASSERT_NEAR(got[i], want[i], 1e-5f * (1.0f + std::fabs(want[i])))
+                    << format::tensor_type_info(t).name << " i=" << i;
+            }
+        });
+    }
+}
+
+TEST(Kernels, Q4UnpackOrderMatchesLlamaCpp) {
+    // Low nibbles hold elements 0-15, high nibbles 16-31: element j = d * (nibble - 8).
+    quant::BlockQ4_0 blk{};
+    blk.d = quant::fp32_to_fp16(1.0f);
+    for (int j = 0; j < 16; ++j)
+        blk.qs[j] = static_cast<uint8_t>((j & 15) | (((15 - j) & 15) << 4));
+    float out[32];
+    quant::dequantize_row(TensorType::Q4_0, &blk, out, 32);
+    for (int j = 0; j < 16; ++j) {
+        EXPECT_EQ(out[j], static_cast<float>(j - 8));
+        EXPECT_EQ(out[16 + j], static_cast<float>(7 - j));
+    }
+}
+
+TEST(Kernels, RowOpsMatchScalarTwin) {
+    const int64_t k = 75, rows = 3;
+    auto x = random_vec(static_cast<size_t>(k * rows), 21, 3.0f);
+    auto w = random_vec(static_cast<size_t>(k), 22);
+    auto u = random_vec(static_cast<size_t>(k * rows), 23);
+    std::vector<float> want(x.size()), got(x.size());
+    for_each_target([&] {
+        ref::rms_norm(x.data(), w.data(), want.data(), k, 1e-5f, 0, rows);
+        rms_norm(x.data(), w.data(), got.data(), k, 1e-5f, 0, rows);
+        for (size_t i = 0; i < got.size(); ++i) {
+            ASSERT_NEAR(got[i], want[i], 4 * k * FLT_EPSILON * std::fabs(want[i]) + 1e-7f);
+        }
+        ref::add(x.data(), u.data(), want.data(), k * rows);
+        add(x.data(), u.data(), got.data(), k * rows);
+        EXPECT_EQ(got, want);
+        ref::swiglu(x.data(), u.data(), want.data(), k * rows);
+        swiglu(x.data(), u.data(), got.data(), k * rows);
+        // Highway's Exp is accurate to a few ulp; the division and product add two roundings.
+        for (size_t i = 0; i < got.size(); ++i) {
+            ASSERT_NEAR(got[i], want[i], 8 * FLT_EPSILON * std::fabs(want[i]) + 1e-30f) << i;
+        }
+    });
+}
+
+TEST(Kernels, RopeMatchesScalarTwinBothStyles) {
+    const int64_t heads = 3, hd = 16, n_rot = 16;
+    auto x = random_vec(static_cast<size_t>(heads * hd), 31);
+    std::vector<float> cs(n_rot / 2), sn(n_rot / 2);
+    for (int i = 0; i < n_rot / 2; ++i) {
+        double th = 5.0 * std::pow(10000.0, -2.0 * i / n_rot);
+        cs[i] = static_cast<float>(std::cos(th));
+        sn[i] = static_cast<float>(std::sin(th));
+    }
+    for (RopeStyle st : {RopeStyle::Norm, RopeStyle::Neox}) {
+        auto want = x;
+        ref::rope_row(want.data(), heads, hd, n_rot, cs.data(), sn.data(), st);
+        for_each_target([&] {
+            auto got = x;
+            rope_row(got.data(), heads, hd, n_rot, cs.data(), sn.data(), st);
+            for (size_t i = 0; i < got.size(); ++i)
+                ASSERT_NEAR(got[i], want[i], 1e-6f);
+        });
+    }
+    // NORM rotates adjacent pairs: element 1 moves into element 0's place at 90 degrees.
+    float v[4] = {1, 0, 0, 0};
+    float c[2] = {0, 1}, s[2] = {1, 0};
+    rope_row(v, 1, 4, 4, c, s, RopeStyle::Norm);
+    EXPECT_NEAR(v[1], 1.0f, 1e-7f);
+    float v2[4] = {1, 0, 0, 0};
+    rope_row(v2, 1, 4, 4, c, s, RopeStyle::Neox);
+    EXPECT_NEAR(v2[2], 1.0f, 1e-7f);
+}
+
+TEST(Kernels, StreamingAttentionMatchesTwoPassSoftmax) {
+    const int64_t hd = 32, stride = 96;
+    for (int64_t n_kv : {1, 5, 64, 65, 300}) {
+        auto q = random_vec(hd, 41, 2.0f);
+        auto k = random_vec(static_cast<size_t>(n_kv * stride), 42);
+        auto v = random_vec(static_cast<size_t>(n_kv * stride), 43);
+        std::vector<float> want(hd), got(hd);
+        ref::attention_head(q.data(), k.data() + 32, v.data() + 32, stride, n_kv, hd, 0.3f,
+                            want.data());
+        for_each_target([&] {
+            attention_head(q.data(), k.data() + 32, v.data() + 32, stride, n_kv, hd, 0.3f,
+                           got.data());
+            for (int64_t i = 0; i < hd; ++i)
+                ASSERT_NEAR(got[i], want[i], 2e-6f) << n_kv;
+        });
+    }
+}
