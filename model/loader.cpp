@@ -1,0 +1,210 @@
+// Loading a model from GGUF: the architecture table, hyper-parameters and weight views, each
+// checked against the file with an error that names the key or tensor.
+#include <cmath>
+#include <cstring>
+
+#include "model/model.h"
+#include "quant/blocks.h"
+#include "util/error.h"
+
+namespace llada::model {
+namespace {
+
+// What distinguishes the supported architectures. All share the LLaMA block (RMSNorm, separate
+// Q/K/V, SwiGLU); they differ in attention direction, RoPE pairing and the logit shift.
+struct ArchInfo {
+    const char* name;
+    bool causal;
+    kernels::RopeStyle rope;
+    bool shift_logits_default;  // when diffusion.shift_logits is absent
+};
+
+constexpr ArchInfo kArchs[] = {
+    // LLaDA: bidirectional, NORM RoPE (the converter permutes Q/K rows for it), unshifted logits.
+    {"llada", false, kernels::RopeStyle::Norm, false},
+    // LLaMA: the autoregressive baseline (and the tiny models' AR twin).
+    {"llama", true, kernels::RopeStyle::Norm, false},
+};
+
+const ArchInfo* find_arch(std::string_view name) {
+    for (const auto& a : kArchs) {
+        if (name == a.name) return &a;
+    }
+    return nullptr;
+}
+
+std::string shape_str(const uint64_t* ne, uint32_t n) {
+    std::string s = "[";
+    for (uint32_t i = 0; i < n; ++i)
+        s += (i ? ", " : "") + std::to_string(ne[i]);
+    return s + "]";
+}
+
+}  // namespace
+
+std::unique_ptr<Model> Model::load(const std::string& path) {
+    return from_gguf(format::GgufFile::open(path));
+}
+
+std::unique_ptr<Model> Model::from_gguf(std::unique_ptr<format::GgufFile> file) {
+    std::unique_ptr<Model> m(new Model());
+    m->file_ = std::move(file);
+    m->load_hparams();
+    m->load_weights();
+    return m;
+}
+
+void Model::load_hparams() {
+    const format::GgufFile& f = *file_;
+    const std::string where = "model '" + f.path() + "'";
+    auto arch_name = f.opt_string("general.architecture");
+    if (!arch_name) throw Error(where + ": metadata key 'general.architecture' is missing");
+    const ArchInfo* arch = find_arch(*arch_name);
+    if (!arch) {
+        std::string known;
+        for (const auto& a : kArchs)
+            known += std::string(known.empty() ? "" : ", ") + a.name;
+        throw Error(where + ": architecture '" + std::string(*arch_name) +
+                    "' is not supported (supported: " + known + ")");
+    }
+    const std::string a = arch->name;
+    hp_.arch = a;
+    auto req_uint = [&](const std::string& key) -> int64_t {
+        auto v = f.opt_uint(key);
+        if (!v) throw Error(where + ": required metadata key '" + key + "' is missing");
+        if (*v == 0 || *v > (1u << 30)) {
+            throw Error(where + ": metadata key '" + key + "' = " + std::to_string(*v) +
+                        " is out of range");
+        }
+        return static_cast<int64_t>(*v);
+    };
+    hp_.n_layer = static_cast<int>(req_uint(a + ".block_count"));
+    hp_.n_ctx = static_cast<int>(req_uint(a + ".context_length"));
+    hp_.n_embd = req_uint(a + ".embedding_length");
+    hp_.n_ff = req_uint(a + ".feed_forward_length");
+    hp_.n_head = req_uint(a + ".attention.head_count");
+    hp_.n_kv_head = f.find(a + ".attention.head_count_kv")
+                        ? req_uint(a + ".attention.head_count_kv")
+                        : hp_.n_head;
+    auto eps = f.opt_float(a + ".attention.layer_norm_rms_epsilon");
+    if (!eps) {
+        throw Error(where + ": required metadata key '" + a +
+                    ".attention.layer_norm_rms_epsilon' is missing");
+    }
+    if (!(*eps > 0.0 && *eps < 1.0)) {
+        throw Error(where + ": '" + a + ".attention.layer_norm_rms_epsilon' = " +
+                    std::to_string(*eps) + " is not in (0, 1)");
+    }
+    hp_.eps = static_cast<float>(*eps);
+    hp_.rope_base = static_cast<float>(f.opt_float(a + ".rope.freq_base").value_or(10000.0));
+    if (!(hp_.rope_base > 0.0f)) throw Error(where + ": '" + a + ".rope.freq_base' must be > 0");
+    if (hp_.n_head % hp_.n_kv_head != 0) {
+        throw Error(where + ": attention.head_count " + std::to_string(hp_.n_head) +
+                    " is not a multiple of attention.head_count_kv " +
+                    std::to_string(hp_.n_kv_head));
+    }
+    hp_.head_dim = f.find(a + ".attention.key_length") ? req_uint(a + ".attention.key_length")
+                                                       : hp_.n_embd / hp_.n_head;
+    if (!f.find(a + ".attention.key_length") && hp_.n_embd % hp_.n_head != 0) {
+        throw Error(where + ": embedding_length " + std::to_string(hp_.n_embd) +
+                    " is not a multiple of attention.head_count " + std::to_string(hp_.n_head));
+    }
+    hp_.n_rot =
+        f.find(a + ".rope.dimension_count") ? req_uint(a + ".rope.dimension_count") : hp_.head_dim;
+    if (hp_.n_rot > hp_.head_dim || hp_.n_rot % 2 != 0) {
+        throw Error(where + ": rope.dimension_count " + std::to_string(hp_.n_rot) +
+                    " must be even and at most the head size " + std::to_string(hp_.head_dim));
+    }
+    hp_.rope_style = arch->rope;
+    hp_.causal = arch->causal;
+    if (auto c = f.opt_bool(a + ".attention.causal")) {
+        if (*c != arch->causal) {
+            throw Error(where + ": '" + a + ".attention.causal' = " + (*c ? "true" : "false") +
+                        " contradicts the " + a + " architecture");
+        }
+    }
+    hp_.shift_logits = f.opt_bool("diffusion.shift_logits").value_or(arch->shift_logits_default);
+}
+
+kernels::WeightView Model::matrix(const std::string& name, int64_t n_cols, int64_t n_rows) {
+    const format::GgufTensor* t = file_->find_tensor(name);
+    if (!t) throw Error("model '" + file_->path() + "': tensor '" + name + "' is missing");
+    if (t->n_dims != 2 || static_cast<int64_t>(t->ne[0]) != n_cols ||
+        static_cast<int64_t>(t->ne[1]) != n_rows) {
+        throw Error("model '" + file_->path() + "': tensor '" + name + "' has shape " +
+                    shape_str(t->ne, t->n_dims) + ", expected [" + std::to_string(n_cols) + ", " +
+                    std::to_string(n_rows) + "]");
+    }
+    kernels::WeightView w;
+    w.type = t->type;
+    w.data = t->data;
+    w.n_rows = n_rows;
+    w.n_cols = n_cols;
+    w.row_bytes = quant::row_bytes(t->type, n_cols);
+    n_params_ += n_rows * n_cols;
+    weight_bytes_ += t->n_bytes;
+    return w;
+}
+
+std::vector<float> Model::vector(const std::string& name, int64_t n) {
+    const format::GgufTensor* t = file_->find_tensor(name);
+    if (!t) throw Error("model '" + file_->path() + "': tensor '" + name + "' is missing");
+    if (t->n_dims != 1 || static_cast<int64_t>(t->ne[0]) != n) {
+        throw Error("model '" + file_->path() + "': tensor '" + name + "' has shape " +
+                    shape_str(t->ne, t->n_dims) + ", expected [" + std::to_string(n) + "]");
+    }
+    std::vector<float> v(static_cast<size_t>(n));
+    quant::dequantize_row(t->type, t->data, v.data(), n);
+    n_params_ += n;
+    weight_bytes_ += t->n_bytes;
+    return v;
+}
+
+void Model::load_weights() {
+    const format::GgufTensor* embd = file_->find_tensor("token_embd.weight");
+    if (!embd) throw Error("model '" + file_->path() + "': tensor 'token_embd.weight' is missing");
+    if (embd->n_dims != 2) {
+        throw Error("model '" + file_->path() + "': tensor 'token_embd.weight' has shape " +
+                    shape_str(embd->ne, embd->n_dims) + ", expected [n_embd, n_vocab]");
+    }
+    hp_.n_vocab = static_cast<int64_t>(embd->ne[1]);
+    const std::string a = hp_.arch;
+    if (auto nv = file_->opt_uint(a + ".vocab_size");
+        nv && static_cast<int64_t>(*nv) != hp_.n_vocab) {
+        throw Error("model '" + file_->path() + "': " + a + ".vocab_size = " + std::to_string(*nv) +
+                    " but token_embd.weight has " + std::to_string(hp_.n_vocab) + " rows");
+    }
+    const int64_t d = hp_.n_embd, hd = hp_.head_dim;
+    token_embd_ = matrix("token_embd.weight", d, hp_.n_vocab);
+    output_norm_ = vector("output_norm.weight", d);
+    hp_.tied_output = file_->find_tensor("output.weight") == nullptr;
+    output_ = hp_.tied_output ? token_embd_ : matrix("output.weight", d, hp_.n_vocab);
+    layers_.resize(hp_.n_layer);
+    for (int l = 0; l < hp_.n_layer; ++l) {
+        const std::string p = "blk." + std::to_string(l) + ".";
+        LayerWeights& L = layers_[l];
+        L.attn_norm = vector(p + "attn_norm.weight", d);
+        L.wq = matrix(p + "attn_q.weight", d, hp_.n_head * hd);
+        L.wk = matrix(p + "attn_k.weight", d, hp_.n_kv_head * hd);
+        L.wv = matrix(p + "attn_v.weight", d, hp_.n_kv_head * hd);
+        L.wo = matrix(p + "attn_output.weight", hp_.n_head * hd, d);
+        L.ffn_norm = vector(p + "ffn_norm.weight", d);
+        L.w_gate = matrix(p + "ffn_gate.weight", d, hp_.n_ff);
+        L.w_up = matrix(p + "ffn_up.weight", d, hp_.n_ff);
+        L.w_down = matrix(p + "ffn_down.weight", hp_.n_ff, d);
+    }
+    // theta_i(p) = p * base^(-2i / n_rot), as llama.cpp's RoPE defines it.
+    const int64_t half = hp_.n_rot / 2;
+    rope_cos_.resize(static_cast<size_t>(hp_.n_ctx) * half);
+    rope_sin_.resize(rope_cos_.size());
+    for (int p = 0; p < hp_.n_ctx; ++p) {
+        for (int64_t i = 0; i < half; ++i) {
+            const double theta =
+                p * std::pow(static_cast<double>(hp_.rope_base), -2.0 * i / hp_.n_rot);
+            rope_cos_[p * half + i] = static_cast<float>(std::cos(theta));
+            rope_sin_[p * half + i] = static_cast<float>(std::sin(theta));
+        }
+    }
+}
+
+}  // namespace llada::model

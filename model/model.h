@@ -1,0 +1,113 @@
+// A loaded model: hyper-parameters and weights from a GGUF, and the forward pass of a window of
+// rows recorded as an op plan. Decoding policies see only Session::forward: logits for rows.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "format/gguf.h"
+#include "kernels/kernels.h"
+#include "runtime/device.h"
+#include "runtime/plan.h"
+
+namespace llada::model {
+
+struct Hparams {
+    std::string arch;  // GGUF general.architecture: "llada", "llama"
+    int n_layer = 0;
+    int64_t n_embd = 0;
+    int64_t n_ff = 0;
+    int64_t n_head = 0;
+    int64_t n_kv_head = 0;
+    int64_t head_dim = 0;
+    int64_t n_rot = 0;
+    int64_t n_vocab = 0;
+    int n_ctx = 0;
+    float eps = 0.0f;
+    float rope_base = 10000.0f;
+    kernels::RopeStyle rope_style = kernels::RopeStyle::Norm;
+    bool causal = false;        // autoregressive attention (llama) vs bidirectional (dLLMs)
+    bool shift_logits = false;  // row p predicts position p + 1 (Dream)
+    bool tied_output = false;   // output head is token_embd
+};
+
+// Weights of one transformer block (views into the mmapped GGUF).
+struct LayerWeights {
+    std::vector<float> attn_norm, ffn_norm;  // F32 copies of the norm vectors
+    kernels::WeightView wq, wk, wv, wo, w_gate, w_up, w_down;
+};
+
+class Model {
+  public:
+    // Loads any supported architecture; throws llada::Error naming what is wrong.
+    static std::unique_ptr<Model> load(const std::string& path);
+    // Takes ownership of an already parsed file (tests, tools that inspect first).
+    static std::unique_ptr<Model> from_gguf(std::unique_ptr<format::GgufFile> file);
+
+    const Hparams& hparams() const { return hp_; }
+    const format::GgufFile& gguf() const { return *file_; }
+    // Parameter count and weight bytes (for summaries).
+    int64_t n_params() const { return n_params_; }
+    size_t weight_bytes() const { return weight_bytes_; }
+
+    // Records the forward pass for up to max_rows window rows and max_out LM-head rows.
+    runtime::Plan build_plan(int64_t max_rows, int64_t max_out) const;
+
+  private:
+    Model() = default;
+    void load_hparams();
+    void load_weights();
+    kernels::WeightView matrix(const std::string& name, int64_t n_cols, int64_t n_rows);
+    std::vector<float> vector(const std::string& name, int64_t n);
+
+    std::unique_ptr<format::GgufFile> file_;
+    Hparams hp_;
+    kernels::WeightView token_embd_, output_;
+    std::vector<float> output_norm_;
+    std::vector<LayerWeights> layers_;
+    // RoPE tables [n_ctx][n_rot/2], computed once in double precision.
+    std::vector<float> rope_cos_, rope_sin_;
+    int64_t n_params_ = 0;
+    size_t weight_bytes_ = 0;
+};
+
+// Counters every policy reports.
+struct ForwardStats {
+    int64_t forwards = 0;      // forward passes (NFE)
+    int64_t rows = 0;          // window rows computed through the transformer
+    int64_t lm_head_rows = 0;  // rows sent through the output head
+};
+
+// The per-generation state: a device-compiled plan and a KV cache with n_seq slots of n_pos
+// positions. Nothing is allocated per forward.
+class Session {
+  public:
+    Session(const Model& model, runtime::Device& device, int n_seq, int n_pos, int64_t max_rows,
+            int64_t max_out);
+
+    const Model& model() const { return model_; }
+    int n_seq() const { return kv_.n_seq(); }
+    int n_pos() const { return kv_.n_pos(); }
+    int64_t max_rows() const { return compiled_->plan().max_rows; }
+    int64_t max_out() const { return compiled_->plan().max_out_rows; }
+
+    // Runs the window and returns logits [batch.n_out][n_vocab], valid until the next call.
+    // Throws llada::Error for token ids outside the vocabulary.
+    const float* forward(const runtime::Batch& batch, const runtime::OpObserver* obs = nullptr);
+
+    const ForwardStats& stats() const { return stats_; }
+    void reset_stats() { stats_ = {}; }
+    size_t kv_bytes() const { return kv_.bytes(); }
+    size_t arena_bytes() const { return compiled_->arena_bytes(); }
+
+  private:
+    const Model& model_;
+    runtime::Device& device_;
+    std::unique_ptr<runtime::CompiledPlan> compiled_;
+    runtime::KvCache kv_;
+    ForwardStats stats_;
+};
+
+}  // namespace llada::model

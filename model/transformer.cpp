@@ -1,0 +1,40 @@
+// The forward pass of the LLaMA-style block that LLaDA and its relatives share, recorded as an
+// op plan: straight-line code with every intermediate named.
+#include "model/model.h"
+
+namespace llada::model {
+
+runtime::Plan Model::build_plan(int64_t max_rows, int64_t max_out) const {
+    const Hparams& hp = hp_;
+    runtime::PlanBuilder b(max_rows, max_out);
+    int x = b.embed(token_embd_);
+    for (int l = 0; l < hp.n_layer; ++l) {
+        const LayerWeights& L = layers_[l];
+        const std::string p = "blk." + std::to_string(l) + ".";
+        int h = b.rms_norm(x, L.attn_norm.data(), hp.eps, p + "attn_norm");
+        int q = b.matmul(h, L.wq, p + "attn_q");
+        int k = b.matmul(h, L.wk, p + "attn_k");
+        int v = b.matmul(h, L.wv, p + "attn_v");
+        q = b.rope(q, hp.n_head, hp.head_dim, hp.n_rot, hp.rope_style, rope_cos_.data(),
+                   rope_sin_.data(), hp.n_ctx, p + "attn_q.rope");
+        k = b.rope(k, hp.n_kv_head, hp.head_dim, hp.n_rot, hp.rope_style, rope_cos_.data(),
+                   rope_sin_.data(), hp.n_ctx, p + "attn_k.rope");
+        b.store_kv(l, k, v);
+        int attn = b.attention(l, q, hp.n_head, hp.n_kv_head, hp.head_dim, hp.causal, p + "attn");
+        int o = b.matmul(attn, L.wo, p + "attn_output");
+        x = b.add(x, o, p + "attn_residual");
+        h = b.rms_norm(x, L.ffn_norm.data(), hp.eps, p + "ffn_norm");
+        int gate = b.matmul(h, L.w_gate, p + "ffn_gate");
+        int up = b.matmul(h, L.w_up, p + "ffn_up");
+        int act = b.swiglu(gate, up, p + "ffn_act");
+        int down = b.matmul(act, L.w_down, p + "ffn_down");
+        x = b.add(x, down, p + "ffn_residual");
+    }
+    // Only the rows whose logits are wanted go through the final norm and the output head.
+    x = b.gather_output_rows(x, "out_rows");
+    x = b.rms_norm(x, output_norm_.data(), hp.eps, "output_norm");
+    b.set_output(b.matmul(x, output_, "logits"));
+    return b.finish();
+}
+
+}  // namespace llada::model

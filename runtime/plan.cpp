@@ -1,0 +1,206 @@
+// The op plan and its builder.
+#include "runtime/plan.h"
+
+#include <cassert>
+
+#include "quant/blocks.h"
+
+namespace llada::runtime {
+
+const char* op_name(OpKind k) {
+    switch (k) {
+        case OpKind::Embed:
+            return "embed";
+        case OpKind::RmsNorm:
+            return "rms_norm";
+        case OpKind::PrepareActs:
+            return "prepare_acts";
+        case OpKind::MatMul:
+            return "matmul";
+        case OpKind::AddBias:
+            return "add_bias";
+        case OpKind::Rope:
+            return "rope";
+        case OpKind::StoreKV:
+            return "store_kv";
+        case OpKind::Attention:
+            return "attention";
+        case OpKind::SwiGlu:
+            return "swiglu";
+        case OpKind::Add:
+            return "add";
+        case OpKind::GatherRows:
+            return "gather_rows";
+    }
+    return "?";
+}
+
+size_t Plan::tensor_bytes(int t) const {
+    const TensorDesc& d = tensors[t];
+    return d.row_bytes * static_cast<size_t>(d.rows == RowSpace::Window ? max_rows : max_out_rows);
+}
+
+PlanBuilder::PlanBuilder(int64_t max_rows, int64_t max_out_rows) {
+    plan_.max_rows = max_rows;
+    plan_.max_out_rows = max_out_rows;
+}
+
+int PlanBuilder::new_tensor(const std::string& name, RowSpace rows, int64_t cols,
+                            size_t row_bytes) {
+    TensorDesc d;
+    d.name = name;
+    d.rows = rows;
+    d.cols = cols;
+    d.row_bytes = row_bytes;
+    plan_.tensors.push_back(d);
+    return static_cast<int>(plan_.tensors.size()) - 1;
+}
+
+int PlanBuilder::push(Op op) {
+    plan_.ops.push_back(op);
+    return op.out;
+}
+
+int PlanBuilder::embed(const kernels::WeightView& token_embd) {
+    Op op{OpKind::Embed};
+    op.weight = token_embd;
+    op.out = new_tensor("embd", RowSpace::Window, token_embd.n_cols,
+                        sizeof(float) * static_cast<size_t>(token_embd.n_cols));
+    return push(op);
+}
+
+int PlanBuilder::rms_norm(int x, const float* weight, float eps, const std::string& name) {
+    const TensorDesc& in = plan_.tensors[x];
+    Op op{OpKind::RmsNorm};
+    op.in0 = x;
+    op.vec = weight;
+    op.eps = eps;
+    op.out = new_tensor(name, in.rows, in.cols, in.row_bytes);
+    return push(op);
+}
+
+int PlanBuilder::matmul(int x, const kernels::WeightView& w, const std::string& name) {
+    const TensorDesc in = plan_.tensors[x];
+    assert(in.cols == w.n_cols);
+    const kernels::ActKind act = kernels::act_kind_for(w.type);
+    int src = x;
+    if (act != kernels::ActKind::F32) {
+        src = -1;
+        for (const auto& [key, t] : prepared_) {
+            if (key.first == x && key.second == act) src = t;
+        }
+        if (src < 0) {
+            const size_t rb = act == kernels::ActKind::Q8_0
+                                  ? quant::row_bytes(format::TensorType::Q8_0, in.cols)
+                                  : sizeof(float) * static_cast<size_t>(in.cols);
+            Op prep{OpKind::PrepareActs};
+            prep.in0 = x;
+            prep.act = act;
+            prep.out = new_tensor(in.name + ".prepared", in.rows, in.cols, rb);
+            src = push(prep);
+            prepared_.push_back({{x, act}, src});
+        }
+    }
+    Op op{OpKind::MatMul};
+    op.in0 = src;
+    op.weight = w;
+    op.act = act;
+    op.out = new_tensor(name, in.rows, w.n_rows, sizeof(float) * static_cast<size_t>(w.n_rows));
+    return push(op);
+}
+
+int PlanBuilder::add_bias(int x, const float* bias, const std::string& name) {
+    const TensorDesc& in = plan_.tensors[x];
+    Op op{OpKind::AddBias};
+    op.in0 = x;
+    op.vec = bias;
+    op.out = new_tensor(name, in.rows, in.cols, in.row_bytes);
+    return push(op);
+}
+
+int PlanBuilder::rope(int x, int64_t n_head, int64_t head_dim, int64_t n_rot,
+                      kernels::RopeStyle style, const float* cos, const float* sin, int64_t n_ctx,
+                      const std::string& name) {
+    const TensorDesc& in = plan_.tensors[x];
+    assert(in.cols == n_head * head_dim);
+    Op op{OpKind::Rope};
+    op.in0 = x;
+    op.n_head = n_head;
+    op.head_dim = head_dim;
+    op.n_rot = n_rot;
+    op.rope_style = style;
+    op.rope_cos = cos;
+    op.rope_sin = sin;
+    op.rope_ctx = n_ctx;
+    op.out = new_tensor(name, in.rows, in.cols, in.row_bytes);
+    return push(op);
+}
+
+void PlanBuilder::store_kv(int layer, int k, int v) {
+    Op op{OpKind::StoreKV};
+    op.layer = layer;
+    op.in0 = k;
+    op.in1 = v;
+    plan_.ops.push_back(op);
+}
+
+int PlanBuilder::attention(int layer, int q, int64_t n_head, int64_t n_kv_head, int64_t head_dim,
+                           bool causal, const std::string& name) {
+    const TensorDesc& in = plan_.tensors[q];
+    Op op{OpKind::Attention};
+    op.layer = layer;
+    op.in0 = q;
+    op.n_head = n_head;
+    op.n_kv_head = n_kv_head;
+    op.head_dim = head_dim;
+    op.causal = causal;
+    op.out = new_tensor(name, in.rows, n_head * head_dim,
+                        sizeof(float) * static_cast<size_t>(n_head * head_dim));
+    return push(op);
+}
+
+int PlanBuilder::swiglu(int gate, int up, const std::string& name) {
+    const TensorDesc& in = plan_.tensors[gate];
+    Op op{OpKind::SwiGlu};
+    op.in0 = gate;
+    op.in1 = up;
+    op.out = new_tensor(name, in.rows, in.cols, in.row_bytes);
+    return push(op);
+}
+
+int PlanBuilder::add(int a, int b, const std::string& name) {
+    const TensorDesc& in = plan_.tensors[a];
+    Op op{OpKind::Add};
+    op.in0 = a;
+    op.in1 = b;
+    op.out = new_tensor(name, in.rows, in.cols, in.row_bytes);
+    return push(op);
+}
+
+int PlanBuilder::gather_output_rows(int x, const std::string& name) {
+    const TensorDesc& in = plan_.tensors[x];
+    Op op{OpKind::GatherRows};
+    op.in0 = x;
+    op.out = new_tensor(name, RowSpace::Output, in.cols, in.row_bytes);
+    return push(op);
+}
+
+void PlanBuilder::set_output(int logits) {
+    plan_.output = logits;
+}
+
+Plan PlanBuilder::finish() {
+    assert(plan_.output >= 0);
+    for (int i = 0; i < static_cast<int>(plan_.ops.size()); ++i) {
+        const Op& op = plan_.ops[i];
+        if (op.out >= 0) plan_.tensors[op.out].first_op = i;
+        for (int in : {op.in0, op.in1}) {
+            if (in >= 0) plan_.tensors[in].last_op = i;
+        }
+    }
+    // The output is read after the plan ends.
+    plan_.tensors[plan_.output].last_op = static_cast<int>(plan_.ops.size());
+    return std::move(plan_);
+}
+
+}  // namespace llada::runtime

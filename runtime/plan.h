@@ -1,0 +1,110 @@
+// The op plan: a small static list of tensor ops that a model records once per row capacity and
+// any device executes. Activations are float32 [rows][cols] tensors placed in one arena.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/kernels.h"
+
+namespace llada::runtime {
+
+// Which row count a tensor follows at run time: the window's rows, or the rows whose output
+// (logits) was asked for. Plans are sized for the maximum of each; an execution may use fewer.
+enum class RowSpace { Window, Output };
+
+struct TensorDesc {
+    std::string name;  // e.g. "blk.3.attn_q", for dumps and error messages
+    RowSpace rows = RowSpace::Window;
+    int64_t cols = 0;      // float32 columns, or for prepared activations the row byte size
+    size_t row_bytes = 0;  // bytes per row
+    size_t offset = 0;     // arena offset, set by the memory planner
+    int first_op = -1;     // op that writes it
+    int last_op = -1;      // last op that reads it
+};
+
+enum class OpKind {
+    Embed,        // out[r] = token_embd[tokens[r]] (dequantised exactly)
+    RmsNorm,      // out = in0 / rms(in0) * norm_weight
+    PrepareActs,  // out = in0 rounded (F16/BF16) or quantised (Q8_0) for the matmuls that follow
+    MatMul,       // out[r][n] = in0[r] . W[n]   (in0: float or prepared activations)
+    AddBias,      // out = in0 + bias (broadcast over rows)
+    Rope,         // out = RoPE(in0) at each row's position
+    StoreKV,      // KV cache of `layer` at (seq[r], pos[r]) <- in0 (K) and in1 (V)
+    Attention,    // out[r] = attention of query in0[r] over the KV cache of `layer`, seq[r]
+    SwiGlu,       // out = silu(in0) * in1
+    Add,          // out = in0 + in1
+    GatherRows,   // out[i] = in0[out_rows[i]] (window space -> output space)
+};
+
+const char* op_name(OpKind k);
+
+struct Op {
+    explicit Op(OpKind k) : kind(k) {}
+    OpKind kind;
+    int out = -1;
+    int in0 = -1;
+    int in1 = -1;
+    kernels::WeightView weight;                    // Embed, MatMul
+    const float* vec = nullptr;                    // RmsNorm weight, AddBias bias
+    float eps = 0.0f;                              // RmsNorm
+    kernels::ActKind act = kernels::ActKind::F32;  // PrepareActs, MatMul input kind
+    // Rope / Attention geometry.
+    int layer = -1;
+    int64_t n_head = 0;
+    int64_t n_kv_head = 0;
+    int64_t head_dim = 0;
+    int64_t n_rot = 0;
+    kernels::RopeStyle rope_style = kernels::RopeStyle::Norm;
+    const float* rope_cos = nullptr;  // [n_ctx][n_rot/2]
+    const float* rope_sin = nullptr;
+    int64_t rope_ctx = 0;  // positions the tables cover
+    bool causal = false;   // Attention: row at pos p sees keys [0, p]
+};
+
+struct Plan {
+    int64_t max_rows = 0;      // window rows the plan is sized for
+    int64_t max_out_rows = 0;  // output rows the plan is sized for
+    std::vector<TensorDesc> tensors;
+    std::vector<Op> ops;
+    int output = -1;         // the logits tensor [out rows][n_vocab]
+    size_t arena_bytes = 0;  // set by the memory planner
+
+    size_t tensor_bytes(int t) const;
+};
+
+// Records ops with named intermediates; the model's forward reads like the paper.
+class PlanBuilder {
+  public:
+    PlanBuilder(int64_t max_rows, int64_t max_out_rows);
+
+    int embed(const kernels::WeightView& token_embd);
+    int rms_norm(int x, const float* weight, float eps, const std::string& name);
+    // x @ W^T, preparing x for W's format (prepared activations are shared between matmuls on
+    // the same input, e.g. Q/K/V or gate/up).
+    int matmul(int x, const kernels::WeightView& w, const std::string& name);
+    int add_bias(int x, const float* bias, const std::string& name);
+    int rope(int x, int64_t n_head, int64_t head_dim, int64_t n_rot, kernels::RopeStyle style,
+             const float* cos, const float* sin, int64_t n_ctx, const std::string& name);
+    void store_kv(int layer, int k, int v);
+    int attention(int layer, int q, int64_t n_head, int64_t n_kv_head, int64_t head_dim,
+                  bool causal, const std::string& name);
+    int swiglu(int gate, int up, const std::string& name);
+    int add(int a, int b, const std::string& name);
+    int gather_output_rows(int x, const std::string& name);
+    void set_output(int logits);
+
+    Plan finish();  // computes lifetimes; the device assigns offsets
+
+  private:
+    int new_tensor(const std::string& name, RowSpace rows, int64_t cols, size_t row_bytes);
+    int push(Op op);
+
+    Plan plan_;
+    // (input tensor, activation kind) -> prepared tensor, so prepared inputs are shared.
+    std::vector<std::pair<std::pair<int, kernels::ActKind>, int>> prepared_;
+};
+
+}  // namespace llada::runtime

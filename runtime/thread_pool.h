@@ -1,0 +1,46 @@
+// A fixed pool of worker threads that runs parallel loops; passed explicitly, never global.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace llada::runtime {
+
+class ThreadPool {
+  public:
+    // n_threads counts the calling thread: a pool of 1 runs everything inline.
+    explicit ThreadPool(int n_threads);
+    ~ThreadPool();
+    ThreadPool(const ThreadPool&) = delete;
+    ThreadPool& operator=(const ThreadPool&) = delete;
+
+    int size() const { return n_threads_; }
+
+    // Runs fn(task) for task in [0, n_tasks), tasks handed out dynamically to the caller and the
+    // workers; returns when all are done. Not re-entrant: fn must not call parallel_for.
+    void parallel_for(int64_t n_tasks, const std::function<void(int64_t task)>& fn);
+
+  private:
+    void worker_loop();
+    void run_tasks();
+
+    int n_threads_;
+    std::vector<std::thread> workers_;
+    std::mutex mu_;
+    std::condition_variable wake_;
+    // A job is published by bumping generation_; workers spin briefly on it before sleeping,
+    // which keeps the per-op synchronisation cost at a few microseconds.
+    std::atomic<uint64_t> generation_{0};
+    std::atomic<int64_t> next_task_{0};
+    std::atomic<int> busy_workers_{0};
+    int64_t n_tasks_ = 0;
+    const std::function<void(int64_t)>* fn_ = nullptr;
+    bool stop_ = false;
+};
+
+}  // namespace llada::runtime
