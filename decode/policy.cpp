@@ -1,0 +1,49 @@
+// The policy registry and helpers shared by all policies.
+#include "decode/policy.h"
+
+#include "util/error.h"
+
+namespace llada::decode {
+
+std::unique_ptr<Policy> make_vanilla_policy(const model::Model& model, runtime::Device& device,
+                                            const GenerateOptions& opt, const TokenIds& ids);
+
+const char* remasking_name(Remasking r) {
+    return r == Remasking::LowConfidence ? "low_confidence" : "random";
+}
+
+std::vector<int32_t> GenerateResult::generated() const {
+    return std::vector<int32_t>(canvas.begin() + prompt_len, canvas.end());
+}
+
+std::vector<int32_t> GenerateResult::answer(const TokenIds& ids) const {
+    std::vector<int32_t> out;
+    for (size_t i = prompt_len; i < canvas.size(); ++i) {
+        if (canvas[i] == ids.eos || canvas[i] == ids.eot) break;
+        out.push_back(canvas[i]);
+    }
+    return out;
+}
+
+std::vector<std::string> policy_names() {
+    return {"vanilla"};
+}
+
+std::unique_ptr<Policy> make_policy(const std::string& name, const model::Model& model,
+                                    runtime::Device& device, const GenerateOptions& options,
+                                    const TokenIds& ids) {
+    if (name == "vanilla") return make_vanilla_policy(model, device, options, ids);
+    std::string known;
+    for (const auto& n : policy_names())
+        known += (known.empty() ? "" : ", ") + n;
+    throw Error("unknown policy '" + name + "' (available: " + known + ")");
+}
+
+std::vector<int> num_transfer_tokens(int masked, int steps) {
+    std::vector<int> n(steps, masked / steps);
+    for (int i = 0; i < masked % steps; ++i)
+        n[i] += 1;
+    return n;
+}
+
+}  // namespace llada::decode

@@ -1,0 +1,120 @@
+// The per-position decisions every policy shares, and the common option checks.
+#include "decode/sampling.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "util/error.h"
+
+namespace llada::decode {
+
+void guide(const float* cond, const float* uncond, float w, float* out, int64_t n) {
+    const float scale = w + 1.0f;
+    for (int64_t v = 0; v < n; ++v)
+        out[v] = uncond[v] + scale * (cond[v] - uncond[v]);
+}
+
+Candidate pick_candidate(const float* logits, int64_t n_vocab, double temperature,
+                         const NoiseSource& noise, int64_t noise_offset) {
+    Candidate c;
+    if (temperature == 0.0) {
+        int64_t best = 0;
+        for (int64_t v = 1; v < n_vocab; ++v) {
+            if (logits[v] > logits[best]) best = v;
+        }
+        c.token = static_cast<int32_t>(best);
+        return c;
+    }
+    int64_t best = 0;
+    double best_val = -1.0;
+    for (int64_t v = 0; v < n_vocab; ++v) {
+        const double g = std::pow(-std::log(noise.at(noise_offset + v)), temperature);
+        const double val = std::exp(static_cast<double>(logits[v])) / g;
+        if (v == 0 || val > best_val) {
+            best = v;
+            best_val = val;
+        }
+    }
+    c.token = static_cast<int32_t>(best);
+    return c;
+}
+
+float softmax_prob(const float* logits, int64_t n_vocab, int32_t token) {
+    float mx = logits[0];
+    for (int64_t v = 1; v < n_vocab; ++v)
+        mx = std::max(mx, logits[v]);
+    double sum = 0.0;
+    for (int64_t v = 0; v < n_vocab; ++v)
+        sum += std::exp(static_cast<double>(logits[v] - mx));
+    return static_cast<float>(std::exp(static_cast<double>(logits[token] - mx)) / sum);
+}
+
+std::vector<int> select_top_k(const std::vector<Candidate>& cand, int k) {
+    std::vector<int> idx(cand.size());
+    std::iota(idx.begin(), idx.end(), 0);
+    k = std::min<int>(k, static_cast<int>(idx.size()));
+    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int a, int b) {
+        if (cand[a].confidence != cand[b].confidence) {
+            return cand[a].confidence > cand[b].confidence;
+        }
+        return a < b;
+    });
+    idx.resize(k);
+    std::sort(idx.begin(), idx.end());
+    return idx;
+}
+
+void validate_common_options(const GenerateOptions& opt, const TokenIds& ids,
+                             const model::Model& model) {
+    if (ids.mask < 0) {
+        throw Error(
+            "the model has no mask token (tokenizer.ggml.mask_token_id is missing), so "
+            "it cannot be decoded as a diffusion model");
+    }
+    if (ids.mask >= model.hparams().n_vocab) {
+        throw Error("mask token id " + std::to_string(ids.mask) + " is outside the vocabulary");
+    }
+    if (model.hparams().causal) {
+        throw Error("model architecture '" + model.hparams().arch +
+                    "' is autoregressive; diffusion policies need a bidirectional model (llada)");
+    }
+    if (opt.gen <= 0) throw Error("--gen must be positive, got " + std::to_string(opt.gen));
+    if (opt.block <= 0) throw Error("--block must be positive, got " + std::to_string(opt.block));
+    if (opt.steps <= 0) throw Error("--steps must be positive, got " + std::to_string(opt.steps));
+    if (opt.gen % opt.block != 0) {
+        throw Error("--gen " + std::to_string(opt.gen) + " is not a multiple of --block " +
+                    std::to_string(opt.block));
+    }
+    const int n_blocks = opt.gen / opt.block;
+    if (opt.steps % n_blocks != 0) {
+        throw Error("--steps " + std::to_string(opt.steps) + " is not a multiple of the " +
+                    std::to_string(n_blocks) + " blocks (--gen " + std::to_string(opt.gen) +
+                    " / --block " + std::to_string(opt.block) + ")");
+    }
+    if (!(opt.temperature >= 0.0) || !std::isfinite(opt.temperature)) {
+        throw Error("--temperature must be >= 0");
+    }
+    if (!(opt.cfg >= 0.0) || !std::isfinite(opt.cfg)) throw Error("--cfg must be >= 0");
+}
+
+void check_canvas_fits(const model::Model& model, int prompt_len, int gen) {
+    const int ctx = model.hparams().n_ctx;
+    if (static_cast<int64_t>(prompt_len) + gen > ctx) {
+        throw Error("the prompt (" + std::to_string(prompt_len) + " tokens) plus --gen " +
+                    std::to_string(gen) + " exceeds the model's context length " +
+                    std::to_string(ctx));
+    }
+}
+
+void check_prompt_ids(const model::Model& model, std::span<const int32_t> prompt) {
+    for (int32_t id : prompt) {
+        if (id < 0 || id >= model.hparams().n_vocab) {
+            throw Error("prompt token id " + std::to_string(id) +
+                        " is outside the vocabulary [0, " +
+                        std::to_string(model.hparams().n_vocab) + ")");
+        }
+    }
+}
+
+}  // namespace llada::decode

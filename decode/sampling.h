@@ -1,0 +1,41 @@
+// The per-position decisions every policy shares: guided logits, the candidate token (argmax,
+// or Gumbel-max sampling with noise in float64 as the reference does), its confidence, and the
+// top-k selection over positions; plus the option checks common to all policies.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "decode/noise.h"
+#include "decode/policy.h"
+
+namespace llada::decode {
+
+struct Candidate {
+    int32_t token = -1;
+    float confidence = 0.0f;
+};
+
+// out = u + (w + 1) * (c - u), in float32 as the reference computes it.
+void guide(const float* cond, const float* uncond, float w, float* out, int64_t n);
+
+// Candidate token of a logits row: argmax for T = 0 (first maximum); for T > 0 the argmax of
+// exp(l) / (-log(u))^T in float64, u = noise.at(noise_offset + v) from the current draw.
+Candidate pick_candidate(const float* logits, int64_t n_vocab, double temperature,
+                         const NoiseSource& noise, int64_t noise_offset);
+
+// softmax(logits)[token], accumulated in double.
+float softmax_prob(const float* logits, int64_t n_vocab, int32_t token);
+
+// Indices (into `cand`) of the k highest confidences, ties to the lower index; returned in
+// ascending index order.
+std::vector<int> select_top_k(const std::vector<Candidate>& cand, int k);
+
+// Checks shared by all policies; throw llada::Error with the problem named.
+void validate_common_options(const GenerateOptions& opt, const TokenIds& ids,
+                             const model::Model& model);
+void check_canvas_fits(const model::Model& model, int prompt_len, int gen);
+void check_prompt_ids(const model::Model& model, std::span<const int32_t> prompt);
+
+}  // namespace llada::decode

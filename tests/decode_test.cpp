@@ -1,0 +1,190 @@
+// The vanilla policy against the PyTorch reference's trajectories (tests/data/decode), replaying
+// its recorded noise for T > 0, plus the schedule and the option checks.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "decode/policy.h"
+#include "decode/sampling.h"
+#include "model/model.h"
+#include "runtime/device.h"
+#include "util/error.h"
+
+using namespace llada;
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+fs::path data_dir() {
+    return fs::path(LLADA_TEST_DATA) / "decode";
+}
+
+json load_cases() {
+    std::ifstream f(data_dir() / "cases.json");
+    return json::parse(f);
+}
+
+struct CaseRun {
+    decode::GenerateResult result;
+    std::vector<std::vector<int32_t>> step_positions;
+    std::vector<std::vector<int32_t>> step_tokens;
+};
+
+CaseRun run_case(const json& c, int threads) {
+    auto m = model::Model::load((data_dir() / c["model"].get<std::string>()).string());
+    runtime::ThreadPool pool(threads);
+    auto dev = runtime::make_cpu_device(pool);
+    decode::GenerateOptions opt;
+    opt.gen = c["gen"];
+    opt.steps = c["steps"];
+    opt.block = c["block"];
+    opt.temperature = c["temperature"];
+    opt.cfg = c["cfg"];
+    opt.remasking =
+        c["remasking"] == "random" ? decode::Remasking::Random : decode::Remasking::LowConfidence;
+    std::unique_ptr<decode::ReplayNoise> noise;
+    if (!c["noise"].is_null()) {
+        noise = std::make_unique<decode::ReplayNoise>(
+            decode::ReplayNoise::from_file((data_dir() / c["noise"].get<std::string>()).string()));
+        opt.noise = noise.get();
+    }
+    decode::TokenIds ids;
+    ids.mask = c["mask_id"];
+    auto policy = decode::make_policy("vanilla", *m, *dev, opt, ids);
+    std::vector<int32_t> prompt = c["prompt"].get<std::vector<int32_t>>();
+    CaseRun run;
+    run.result = policy->generate(prompt, [&](const decode::StepEvent& ev) {
+        run.step_positions.emplace_back(ev.committed.begin(), ev.committed.end());
+        std::vector<int32_t> toks;
+        for (int32_t p : ev.committed)
+            toks.push_back(ev.canvas[p]);
+        run.step_tokens.push_back(toks);
+    });
+    if (noise) {
+        EXPECT_EQ(noise->consumed(), c["noise_count"].get<int64_t>())
+            << "the run must consume exactly the recorded draws";
+    }
+    return run;
+}
+
+}  // namespace
+
+TEST(Vanilla, ReproducesEveryReferenceTrajectoryExactly) {
+    json cases = load_cases();
+    ASSERT_GE(cases.size(), 15u);
+    for (const auto& c : cases) {
+        SCOPED_TRACE(c["name"].get<std::string>());
+        CaseRun run = run_case(c, 2);
+        const auto& traj = c["trajectory"];
+        ASSERT_EQ(run.step_positions.size(), traj.size());
+        for (size_t s = 0; s < traj.size(); ++s) {
+            EXPECT_EQ(run.step_positions[s], traj[s]["positions"].get<std::vector<int32_t>>())
+                << "step " << s;
+            EXPECT_EQ(run.step_tokens[s], traj[s]["tokens"].get<std::vector<int32_t>>())
+                << "step " << s;
+        }
+        EXPECT_EQ(run.result.canvas, c["final"].get<std::vector<int32_t>>());
+        // One forward per step, two canvases' rows with CFG.
+        EXPECT_EQ(run.result.stats.forwards, c["steps"].get<int>());
+    }
+}
+
+TEST(Vanilla, SameTokensForOneAndManyThreads) {
+    json cases = load_cases();
+    for (const auto& c : cases) {
+        if (c["name"] != "gqa-cfg05-t1-random-b8-s4" && c["name"] != "mha-t0-b8-s16") continue;
+        EXPECT_EQ(run_case(c, 1).result.canvas, run_case(c, 3).result.canvas) << c["name"];
+    }
+}
+
+TEST(Vanilla, SeededNoiseIsReproducible) {
+    auto m = model::Model::load((data_dir() / "llada-mha.gguf").string());
+    runtime::ThreadPool pool(2);
+    auto dev = runtime::make_cpu_device(pool);
+    decode::GenerateOptions opt;
+    opt.gen = 16;
+    opt.block = 8;
+    opt.steps = 8;
+    opt.temperature = 1.0;
+    opt.seed = 42;
+    decode::TokenIds ids{258, 257, -1};
+    std::vector<int32_t> prompt = {256, 72, 105};
+    auto a = decode::make_policy("vanilla", *m, *dev, opt, ids)->generate(prompt);
+    auto b = decode::make_policy("vanilla", *m, *dev, opt, ids)->generate(prompt);
+    EXPECT_EQ(a.canvas, b.canvas);
+    opt.seed = 43;
+    auto c = decode::make_policy("vanilla", *m, *dev, opt, ids)->generate(prompt);
+    EXPECT_NE(a.canvas, c.canvas);  // T = 1 on peaky random weights still samples differently
+}
+
+TEST(Schedule, NumTransferTokensMatchesTheReference) {
+    EXPECT_EQ(decode::num_transfer_tokens(8, 4), (std::vector<int>{2, 2, 2, 2}));
+    EXPECT_EQ(decode::num_transfer_tokens(10, 4), (std::vector<int>{3, 3, 2, 2}));
+    EXPECT_EQ(decode::num_transfer_tokens(3, 5), (std::vector<int>{1, 1, 1, 0, 0}));
+    EXPECT_EQ(decode::num_transfer_tokens(0, 2), (std::vector<int>{0, 0}));
+}
+
+TEST(Schedule, TopKTiesGoToTheLowerIndex) {
+    std::vector<decode::Candidate> c = {{1, 0.5f}, {2, 0.9f}, {3, 0.5f}, {4, 0.1f}};
+    EXPECT_EQ(decode::select_top_k(c, 2), (std::vector<int>{0, 1}));
+    EXPECT_EQ(decode::select_top_k(c, 9), (std::vector<int>{0, 1, 2, 3}));
+}
+
+namespace {
+std::string policy_error(decode::GenerateOptions opt, decode::TokenIds ids, int prompt_len = 3) {
+    auto m = model::Model::load((data_dir() / "llada-mha.gguf").string());
+    runtime::ThreadPool pool(1);
+    auto dev = runtime::make_cpu_device(pool);
+    try {
+        auto p = decode::make_policy("vanilla", *m, *dev, opt, ids);
+        std::vector<int32_t> prompt(prompt_len, 65);
+        p->generate(prompt);
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "";
+}
+}  // namespace
+
+TEST(Vanilla, ImpossibleOptionsAreRejectedClearly) {
+    decode::TokenIds ids{258, 257, -1};
+    decode::GenerateOptions o;
+    o.gen = 16;
+    o.block = 6;
+    o.steps = 8;
+    EXPECT_NE(policy_error(o, ids).find("--gen 16 is not a multiple of --block 6"),
+              std::string::npos);
+    o.block = 8;
+    o.steps = 7;
+    EXPECT_NE(policy_error(o, ids).find("--steps 7 is not a multiple of the 2 blocks"),
+              std::string::npos);
+    o.steps = 8;
+    EXPECT_NE(policy_error(o, {-1, 257, -1}).find("no mask token"), std::string::npos);
+    // The fixture models have a context of 64 positions.
+    o.gen = 64;
+    o.block = 64;
+    EXPECT_NE(policy_error(o, ids, 3).find("exceeds the model's context length 64"),
+              std::string::npos);
+    o.gen = 16;
+    o.block = 16;
+    o.temperature = -1;
+    EXPECT_NE(policy_error(o, ids).find("--temperature"), std::string::npos);
+    o.temperature = 0;
+    try {
+        auto m = model::Model::load((data_dir() / "llada-mha.gguf").string());
+        runtime::ThreadPool pool(1);
+        auto dev = runtime::make_cpu_device(pool);
+        decode::make_policy("nope", *m, *dev, o, ids);
+        FAIL();
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("unknown policy 'nope'"), std::string::npos);
+    }
+    // A causal model cannot be decoded by a diffusion policy.
+    auto ar = model::Model::load((data_dir() / "llama-causal.gguf").string());
+    runtime::ThreadPool pool(1);
+    auto dev = runtime::make_cpu_device(pool);
+    EXPECT_THROW(decode::make_policy("vanilla", *ar, *dev, o, ids), Error);
+}
