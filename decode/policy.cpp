@@ -7,6 +7,9 @@ namespace llada::decode {
 
 std::unique_ptr<Policy> make_vanilla_policy(const model::Model& model, runtime::Device& device,
                                             const GenerateOptions& opt, const TokenIds& ids);
+std::unique_ptr<Policy> make_autoregressive_policy(const model::Model& model,
+                                                   runtime::Device& device,
+                                                   const GenerateOptions& opt, const TokenIds& ids);
 
 const char* remasking_name(Remasking r) {
     return r == Remasking::LowConfidence ? "low_confidence" : "random";
@@ -33,6 +36,7 @@ std::unique_ptr<Policy> make_policy(const std::string& name, const model::Model&
                                     runtime::Device& device, const GenerateOptions& options,
                                     const TokenIds& ids) {
     if (name == "vanilla") return make_vanilla_policy(model, device, options, ids);
+    if (name == "ar") return make_autoregressive_policy(model, device, options, ids);
     std::string known;
     for (const auto& n : policy_names())
         known += (known.empty() ? "" : ", ") + n;

@@ -188,3 +188,45 @@ TEST(Vanilla, ImpossibleOptionsAreRejectedClearly) {
     auto dev = runtime::make_cpu_device(pool);
     EXPECT_THROW(decode::make_policy("vanilla", *ar, *dev, o, ids), Error);
 }
+
+// Incremental decoding with the KV cache must pick, at every step, the argmax of a full causal
+// forward over everything before it (computed here without any cache reuse).
+TEST(Autoregressive, GreedyMatchesFullRecomputation) {
+    auto m = model::Model::load((data_dir() / "llama-causal.gguf").string());
+    runtime::ThreadPool pool(2);
+    auto dev = runtime::make_cpu_device(pool);
+    decode::GenerateOptions opt;
+    opt.gen = 20;
+    decode::TokenIds ids{-1, 257, -1};
+    std::vector<int32_t> prompt = {256, 72, 105, 33};
+    auto res = decode::make_policy("ar", *m, *dev, opt, ids)->generate(prompt);
+    const int64_t V = m->hparams().n_vocab;
+    const int n_gen = static_cast<int>(res.steps.size());
+    ASSERT_GT(n_gen, 0);
+    for (int i = 0; i < n_gen; ++i) {
+        const int n = static_cast<int>(prompt.size()) + i;
+        model::Session s(*m, *dev, 1, n, n, 1);
+        std::vector<int32_t> pos(n), seq(n, 0);
+        for (int p = 0; p < n; ++p)
+            pos[p] = p;
+        int32_t last = n - 1;
+        runtime::Batch b{n, res.canvas.data(), pos.data(), seq.data(), 1, &last, nullptr};
+        const float* l = s.forward(b);
+        const int32_t want = static_cast<int32_t>(std::max_element(l, l + V) - l);
+        EXPECT_EQ(res.canvas[n], want) << "step " << i;
+    }
+    // One prefill forward over the prompt, then one row per generated token.
+    EXPECT_EQ(res.stats.forwards, n_gen);
+    EXPECT_EQ(res.stats.rows, static_cast<int64_t>(prompt.size()) + n_gen - 1);
+}
+
+TEST(Autoregressive, RejectsDiffusionModelsAndCfg) {
+    auto m = model::Model::load((data_dir() / "llada-mha.gguf").string());
+    runtime::ThreadPool pool(1);
+    auto dev = runtime::make_cpu_device(pool);
+    decode::GenerateOptions opt;
+    EXPECT_THROW(decode::make_policy("ar", *m, *dev, opt, {258, 257, -1}), Error);
+    auto ar = model::Model::load((data_dir() / "llama-causal.gguf").string());
+    opt.cfg = 1.0;
+    EXPECT_THROW(decode::make_policy("ar", *ar, *dev, opt, {-1, 257, -1}), Error);
+}

@@ -1,36 +1,14 @@
 // llada-forward: the logits of one canvas, every row, written as raw float32 (the fixtures'
 // format), for parity checks against llama.cpp and the PyTorch reference.
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "model/model.h"
 #include "runtime/device.h"
-#include "tools/args.h"
+#include "tools/common.h"
 #include "util/error.h"
 
 using namespace llada;
-
-namespace {
-
-std::vector<int32_t> parse_ids(const std::string& text, const std::string& what) {
-    std::vector<int32_t> ids;
-    std::istringstream is(text);
-    std::string tok;
-    while (is >> tok) {
-        char* end = nullptr;
-        long v = std::strtol(tok.c_str(), &end, 10);
-        if (*end != '\0' || v < 0 || v > INT32_MAX) {
-            throw Error(what + ": '" + tok + "' is not a token id");
-        }
-        ids.push_back(static_cast<int32_t>(v));
-    }
-    if (ids.empty()) throw Error(what + " holds no token ids");
-    return ids;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
     return tools::run_tool([&] {
@@ -52,15 +30,10 @@ int main(int argc, char** argv) {
         if (tokens_text.empty() == tokens_file.empty()) {
             throw Error("give exactly one of --tokens and --tokens-file");
         }
-        if (!tokens_file.empty()) {
-            std::ifstream f(tokens_file);
-            if (!f) throw Error("cannot read '" + tokens_file + "'");
-            std::stringstream ss;
-            ss << f.rdbuf();
-            tokens_text = ss.str();
-        }
+        if (!tokens_file.empty()) tokens_text = tools::read_file(tokens_file);
         std::vector<int32_t> tokens =
-            parse_ids(tokens_text, tokens_file.empty() ? "--tokens" : tokens_file);
+            tools::parse_token_ids(tokens_text, tokens_file.empty() ? "--tokens" : tokens_file);
+        if (tokens.empty()) throw Error("the canvas holds no token ids");
         auto model = model::Model::load(model_path);
         const auto& hp = model->hparams();
         const int n = static_cast<int>(tokens.size());

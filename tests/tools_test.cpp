@@ -1,0 +1,178 @@
+// The command-line tools as a user runs them: llada-cli's JSON output against the library,
+// the prompt paths, the default-model search, and the error messages.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "decode/policy.h"
+#include "model/model.h"
+#include "runtime/device.h"
+
+using namespace llada;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+    int status;
+    std::string out;  // stdout
+    std::string err;  // stderr
+};
+
+// Runs a shell command, capturing stdout and stderr separately.
+Result run(const std::string& cmd) {
+    const fs::path err_file = fs::temp_directory_path() / "llada_tools_test.stderr";
+    std::string full = cmd + " 2>" + err_file.string();
+    Result r;
+    FILE* p = popen(full.c_str(), "r");
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), p)) > 0)
+        r.out.append(buf, n);
+    const int st = pclose(p);
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    std::ifstream e(err_file);
+    r.err.assign(std::istreambuf_iterator<char>(e), std::istreambuf_iterator<char>());
+    return r;
+}
+
+std::string bin(const char* name) {
+    return (fs::path(LLADA_BIN_DIR) / name).string();
+}
+std::string fixture_model() {
+    return (fs::path(LLADA_TEST_DATA) / "decode" / "llada-mha.gguf").string();
+}
+
+}  // namespace
+
+TEST(LladaCli, JsonMatchesTheLibraryForGivenPromptTokens) {
+    Result r = run(bin("llada-cli") + " -m " + fixture_model() +
+                   " --prompt-tokens '256 72 105' --gen 16 --block 8 --steps 8 --json -t 2");
+    ASSERT_EQ(r.status, 0) << r.err;
+    auto j = nlohmann::json::parse(r.out);
+    for (const char* key : {"text", "tokens", "steps", "nfe", "wall_s", "per_step"}) {
+        EXPECT_TRUE(j.contains(key)) << key;
+    }
+    EXPECT_EQ(j["steps"], 8);
+    EXPECT_EQ(j["nfe"], 8);
+    EXPECT_EQ(j["per_step"].size(), 8u);
+    EXPECT_EQ(j["prompt_tokens"], 3);  // used exactly as given: no BOS added
+
+    // The same generation through the library.
+    auto m = model::Model::load(fixture_model());
+    runtime::ThreadPool pool(1);
+    auto dev = runtime::make_cpu_device(pool);
+    decode::GenerateOptions opt;
+    opt.gen = 16;
+    opt.block = 8;
+    opt.steps = 8;
+    auto res = decode::make_policy("vanilla", *m, *dev, opt, {258, 257, -1})
+                   ->generate(std::vector<int32_t>{256, 72, 105});
+    EXPECT_EQ(j["tokens"].get<std::vector<int32_t>>(), res.generated());
+}
+
+TEST(LladaCli, TextPromptGetsBosAndTextOutputStopsAtEos) {
+    Result r =
+        run(bin("llada-cli") + " -m " + fixture_model() + " -p Hi --gen 16 --block 16 --json");
+    ASSERT_EQ(r.status, 0) << r.err;
+    auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["prompt_tokens"], 3);  // BOS + 'H' + 'i' (byte-level vocabulary)
+    auto toks = j["tokens"].get<std::vector<int32_t>>();
+    size_t eos = std::find(toks.begin(), toks.end(), 257) - toks.begin();
+    EXPECT_EQ(j["answer_tokens"].get<size_t>(), eos);
+}
+
+TEST(LladaCli, NonTerminalOutputIsPlainTextAndASummary) {
+    Result r = run(bin("llada-cli") + " -m " + fixture_model() + " -p Hi --gen 8 --block 8");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(r.out.find("\x1b["), std::string::npos);  // no live view when piped
+    EXPECT_NE(r.err.find("8 steps, 8 forward passes"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("tokens/s"), std::string::npos);
+}
+
+TEST(LladaCli, ClearErrors) {
+    struct Case {
+        std::string args, expect;
+    } cases[] = {
+        {"-m " + fixture_model(), "no prompt"},
+        {"-m " + fixture_model() + " -p x --bogus", "unknown option '--bogus'"},
+        {"-m " + fixture_model() + " -p x --gen 16 --block 6", "not a multiple of --block 6"},
+        {"-m " + fixture_model() + " -p x --gen 16 --block 8 --steps 3",
+         "--steps 3 is not a multiple of the 2 blocks"},
+        {"-m " + fixture_model() + " -p x --gen 200", "exceeds the model's context length 64"},
+        {"-m " + fixture_model() + " -p x --remasking lowest", "--remasking must be"},
+        {"-m " + fixture_model() + " -p x --chat", "no chat format"},
+        {"-m " + fixture_model() + " -p x --gen abc", "--gen expects an integer, got 'abc'"},
+        {"-m " + fixture_model() + " --prompt-tokens '1 999' --gen 16", "outside the vocabulary"},
+        {"-m " + fixture_model() + " -p x --policy nope", "unknown policy 'nope'"},
+        {"-m /nonexistent.gguf -p x", "cannot open '/nonexistent.gguf'"},
+        {"-m " + fixture_model() + " -p x -f y", "only one of"},
+    };
+    for (const auto& c : cases) {
+        Result r = run(bin("llada-cli") + " " + c.args);
+        EXPECT_EQ(r.status, 1) << c.args;
+        EXPECT_NE(r.err.find("error: "), std::string::npos) << c.args << ": " << r.err;
+        EXPECT_NE(r.err.find(c.expect), std::string::npos) << c.args << ": " << r.err;
+    }
+}
+
+TEST(LladaCli, HelpListsTheFlags) {
+    Result r = run(bin("llada-cli") + " --help");
+    EXPECT_EQ(r.status, 0);
+    for (const char* f : {"--model", "--prompt", "--file", "--prompt-tokens", "--gen", "--steps",
+                          "--block", "--temperature", "--cfg", "--remasking", "--seed", "--threads",
+                          "--policy", "--chat", "--json", "--no-display"}) {
+        EXPECT_NE(r.out.find(f), std::string::npos) << f;
+    }
+}
+
+// The default model is found in an installed layout (bin/ next to share/llada.cpp/models/),
+// wherever that tree is, and through $LLADA_MODELS_DIR.
+TEST(LladaCli, DefaultModelFromAnInstalledLayout) {
+    const fs::path root = fs::temp_directory_path() / "llada_install_test";
+    fs::remove_all(root);
+    fs::create_directories(root / "bin");
+    fs::create_directories(root / "share" / "llada.cpp" / "models");
+    fs::copy_file(bin("llada-cli"), root / "bin" / "llada-cli");
+    fs::copy_file(fixture_model(), root / "share" / "llada.cpp" / "models" / "tiny-llada-m.gguf");
+    Result r = run((root / "bin" / "llada-cli").string() + " -p Hi --gen 8 --block 8 --json");
+    EXPECT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("tiny-llada-m.gguf"), std::string::npos);
+    // Through the environment variable, with the installed copy gone.
+    fs::path env_dir = root / "elsewhere";
+    fs::create_directories(env_dir);
+    fs::rename(root / "share" / "llada.cpp" / "models" / "tiny-llada-m.gguf",
+               env_dir / "tiny-llada-m.gguf");
+    r = run("LLADA_MODELS_DIR=" + env_dir.string() + " " + (root / "bin" / "llada-cli").string() +
+            " -p Hi --gen 8 --block 8 --json");
+    EXPECT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find(env_dir.string()), std::string::npos);
+    fs::remove_all(root);
+}
+
+TEST(LladaCli, DefaultModelFromTheSourceTree) {
+    const fs::path bundled = fs::path(LLADA_SOURCE_DIR) / "models" / "tiny-llada-m.gguf";
+    if (!fs::exists(bundled)) GTEST_SKIP() << "models/tiny-llada-m.gguf is not in this tree yet";
+    Result r = run(bin("llada-cli") + " -p '12+35=' --json");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find(bundled.string()), std::string::npos);
+}
+
+TEST(LladaForward, WritesTheFixtureLayout) {
+    const fs::path dir = fs::path(LLADA_TEST_DATA) / "decode";
+    const fs::path out = fs::temp_directory_path() / "llada_forward_test.f32";
+    Result r =
+        run(bin("llada-forward") + " -m " + (dir / "llada-mha.gguf").string() + " --tokens-file " +
+            (dir / "llada-mha.tokens.txt").string() + " --out " + out.string());
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(fs::file_size(out), fs::file_size(dir / "llada-mha.logits.f32"));
+    r = run(bin("llada-forward") + " -m " + (dir / "llada-mha.gguf").string() +
+            " --tokens '1 2 x' --out " + out.string());
+    EXPECT_EQ(r.status, 1);
+    EXPECT_NE(r.err.find("'x' is not a token id"), std::string::npos) << r.err;
+    fs::remove(out);
+}

@@ -1,0 +1,141 @@
+// Pieces shared by the command-line tools.
+#include "tools/common.h"
+
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "util/error.h"
+
+namespace llada::tools {
+namespace fs = std::filesystem;
+
+std::vector<std::string> default_model_candidates(const char* argv0) {
+    std::vector<std::string> dirs;
+    if (const char* env = std::getenv("LLADA_MODELS_DIR"); env && *env) dirs.push_back(env);
+    // The executable's own location, so an installed tree is found wherever it was moved.
+    char buf[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+    fs::path exe = n > 0 ? fs::path(std::string(buf, static_cast<size_t>(n))) : fs::path(argv0);
+    dirs.push_back((exe.parent_path() / ".." / "share" / "llada.cpp" / "models").string());
+    dirs.push_back(LLADA_MODELS_INSTALL_DIR);
+    dirs.push_back(LLADA_SOURCE_MODELS_DIR);
+    std::vector<std::string> out;
+    for (const auto& d : dirs)
+        out.push_back((fs::path(d) / kDefaultModel).lexically_normal());
+    return out;
+}
+
+std::string find_default_model(const char* argv0) {
+    auto candidates = default_model_candidates(argv0);
+    for (const auto& c : candidates) {
+        if (fs::exists(c)) return c;
+    }
+    std::string where;
+    for (const auto& c : candidates)
+        where += "\n  " + c;
+    throw Error(std::string("no model given (-m) and the bundled model ") + kDefaultModel +
+                " was not found; looked in:" + where);
+}
+
+LoadedModel load_model(const std::string& path) {
+    LoadedModel lm;
+    lm.model = model::Model::load(path);
+    lm.tok =
+        std::make_unique<tokenizer::Tokenizer>(tokenizer::Tokenizer::from_gguf(lm.model->gguf()));
+    lm.ids.mask = lm.tok->mask();
+    lm.ids.eos = lm.tok->eos();
+    lm.ids.eot = lm.tok->eot();
+    return lm;
+}
+
+std::string chat_wrap(const tokenizer::Tokenizer& tok, const std::string& user) {
+    for (const char* t : {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"}) {
+        if (tok.find_token(t) < 0) {
+            throw Error(
+                std::string("--chat: the model has no chat format (its vocabulary has no ") + t +
+                " token); give the prompt without --chat");
+        }
+    }
+    // LLaDA-8B-Instruct's template: LLaMA-3 headers; the BOS is added by the tokenizer.
+    return "<|start_header_id|>user<|end_header_id|>\n\n" + user +
+           "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n";
+}
+
+void DecodeFlags::add_to(ArgTable& args) {
+    args.section("Decoding");
+    std::string names;
+    for (const auto& n : decode::policy_names())
+        names += (names.empty() ? "" : ", ") + n;
+    args.string(
+        {"--policy"}, "NAME",
+        "decoding policy: " + names + "\n(default: vanilla, or ar for an autoregressive model)",
+        &policy);
+    args.integer({"--gen"}, "N",
+                 "generated positions (default: the model's recommendation, else 128)", &opt.gen, 1,
+                 1 << 20);
+    args.integer({"--steps"}, "N", "denoising steps in total (default: --gen, one token per step)",
+                 &opt.steps, 1, 1 << 20);
+    args.integer({"--block"}, "N", "block length (default: the model's recommendation, else 32)",
+                 &opt.block, 1, 1 << 20);
+    args.real({"--temperature"}, "T", "Gumbel-max sampling temperature; 0 = argmax (default 0)",
+              &opt.temperature, 0.0, 1e6);
+    args.real({"--cfg"}, "W", "classifier-free guidance scale; 0 = off (default 0)", &opt.cfg, 0.0,
+              1e6);
+    args.string({"--remasking"}, "MODE", "low_confidence (default) or random", &remasking);
+    args.integer({"--seed"}, "S", "seed of the sampling noise (default 0)", &seed, 0, INT_MAX);
+}
+
+void DecodeFlags::finish(const ArgTable& args, const model::Model& model) {
+    const auto& g = model.gguf();
+    // A causal model is decoded token by token unless the user asks otherwise.
+    if (!args.given("--policy") && model.hparams().causal) policy = "ar";
+    auto hint = [&](const char* key, int fallback) {
+        auto v = g.opt_uint(key);
+        return v && *v > 0 && *v < (1u << 20) ? static_cast<int>(*v) : fallback;
+    };
+    if (!args.given("--gen")) opt.gen = hint("llada_cpp.gen_length", 128);
+    if (!args.given("--block")) {
+        opt.block = hint("llada_cpp.block_length", 32);
+        if (opt.gen % opt.block != 0) opt.block = opt.gen;
+    }
+    if (!args.given("--steps")) opt.steps = opt.gen;
+    if (remasking == "low_confidence") {
+        opt.remasking = decode::Remasking::LowConfidence;
+    } else if (remasking == "random") {
+        opt.remasking = decode::Remasking::Random;
+    } else {
+        throw Error("--remasking must be low_confidence or random, got '" + remasking + "'");
+    }
+    opt.seed = static_cast<uint64_t>(seed);
+}
+
+std::vector<int32_t> parse_token_ids(const std::string& text, const std::string& what) {
+    std::vector<int32_t> ids;
+    std::istringstream is(text);
+    std::string tok;
+    while (is >> tok) {
+        char* end = nullptr;
+        errno = 0;
+        long long v = std::strtoll(tok.c_str(), &end, 10);
+        if (*end != '\0' || errno != 0 || v < 0 || v > INT32_MAX) {
+            throw Error(what + ": '" + tok + "' is not a token id");
+        }
+        ids.push_back(static_cast<int32_t>(v));
+    }
+    return ids;
+}
+
+std::string read_file(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) throw Error("cannot read '" + path + "'");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+
+}  // namespace llada::tools

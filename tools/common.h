@@ -1,0 +1,55 @@
+// Pieces shared by the command-line tools: finding the bundled model, reading prompts, chat
+// wrapping, and the flags every generating tool takes.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "decode/policy.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+#include "tools/args.h"
+
+namespace llada::tools {
+
+// The bundled default model's file name (models/ in the source tree, share/llada.cpp/models
+// when installed).
+constexpr const char* kDefaultModel = "tiny-llada-m.gguf";
+
+// Where the default model is looked for, in order: $LLADA_MODELS_DIR, the install location next
+// to the executable (../share/llada.cpp/models), the configured install prefix, the source tree.
+std::vector<std::string> default_model_candidates(const char* argv0);
+// The first candidate that exists; throws llada::Error listing where it looked.
+std::string find_default_model(const char* argv0);
+
+// A model with its tokenizer and special ids.
+struct LoadedModel {
+    std::unique_ptr<model::Model> model;
+    std::unique_ptr<tokenizer::Tokenizer> tok;
+    decode::TokenIds ids;
+};
+LoadedModel load_model(const std::string& path);
+
+// LLaDA's chat format (LLaMA-3-style headers) around a user message; throws llada::Error when
+// the vocabulary has no header tokens.
+std::string chat_wrap(const tokenizer::Tokenizer& tok, const std::string& user);
+
+// The decoding flags of llada-cli and llada-eval, registered on `args` and written into `opt`.
+struct DecodeFlags {
+    decode::GenerateOptions opt;
+    std::string policy = "vanilla";
+    std::string remasking = "low_confidence";
+    int seed = 0;
+    void add_to(ArgTable& args);
+    // Applies the GGUF's recommended defaults (llada_cpp.gen_length, .block_length, .steps) for
+    // the flags the user did not give, then checks the remaining relations.
+    void finish(const ArgTable& args, const model::Model& model);
+};
+
+// Parses "ID ID ..." into token ids; throws llada::Error naming `what` on bad input.
+std::vector<int32_t> parse_token_ids(const std::string& text, const std::string& what);
+// Reads a whole file byte for byte.
+std::string read_file(const std::string& path);
+
+}  // namespace llada::tools

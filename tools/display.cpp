@@ -1,0 +1,145 @@
+// The live view of llada-cli: redraws the canvas after every denoising step.
+#include "tools/display.h"
+
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+namespace llada::tools {
+namespace {
+
+constexpr const char* kDim = "\x1b[2m";
+constexpr const char* kHighlight = "\x1b[1;32m";
+constexpr const char* kReset = "\x1b[0m";
+constexpr const char* kMaskGlyph = "\xe2\x96\x91";  // U+2591 light shade
+constexpr const char* kSpecialGlyph = "\xc2\xb7";   // U+00B7 middle dot
+
+// Columns and line breaks of printed text (one column per code point; escapes excluded).
+struct Extent {
+    int lines = 1;
+    int col = 0;
+    void add(const std::string& s, int width) {
+        for (size_t i = 0; i < s.size(); ++i) {
+            const unsigned char c = static_cast<unsigned char>(s[i]);
+            if (c == '\x1b') {  // skip an SGR escape
+                while (i < s.size() && s[i] != 'm')
+                    ++i;
+                continue;
+            }
+            if (c == '\n') {
+                ++lines;
+                col = 0;
+            } else if ((c & 0xc0) != 0x80) {
+                if (col == width) {
+                    ++lines;
+                    col = 0;
+                }
+                ++col;
+            }
+        }
+    }
+};
+
+// Control characters in generated text (a carriage return, an escape) would corrupt the
+// redraw, so the view shows them as U+FFFD; newlines and tabs stay.
+std::string printable(const std::string& s) {
+    std::string out;
+    for (char ch : s) {
+        const unsigned char c = static_cast<unsigned char>(ch);
+        if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) {
+            out += "\xef\xbf\xbd";
+        } else {
+            out += ch;
+        }
+    }
+    return out;
+}
+
+// Renders the generated region; `committed` positions are highlighted when `ansi` is set.
+std::string render(const tokenizer::Tokenizer& tok, const decode::TokenIds& ids,
+                   std::span<const int32_t> canvas, int prompt_len,
+                   std::span<const int32_t> committed, bool ansi) {
+    std::string out;
+    tokenizer::StreamDecoder dec(tok, false);
+    auto flush = [&] { out += printable(dec.flush()); };
+    for (size_t p = static_cast<size_t>(prompt_len); p < canvas.size(); ++p) {
+        const int32_t t = canvas[p];
+        if (t == ids.mask) {
+            flush();
+            out += ansi ? std::string(kDim) + kMaskGlyph + kReset : kMaskGlyph;
+            continue;
+        }
+        if (tok.is_control(t)) {
+            flush();
+            out += ansi ? std::string(kDim) + kSpecialGlyph + kReset : kSpecialGlyph;
+            continue;
+        }
+        bool now = false;
+        for (int32_t c : committed)
+            now |= static_cast<size_t>(c) == p;
+        const std::string piece = printable(dec.feed(t));
+        if (now && ansi) {
+            out += kHighlight + piece + kReset;
+        } else {
+            out += piece;
+        }
+    }
+    flush();
+    return out;
+}
+
+}  // namespace
+
+CanvasView::CanvasView(const tokenizer::Tokenizer& tok, const decode::TokenIds& ids, std::FILE* out)
+    : tok_(tok), ids_(ids), out_(out) {}
+
+int CanvasView::terminal_columns() const {
+    winsize ws{};
+    if (ioctl(fileno(out_), TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
+    return 80;
+}
+
+void CanvasView::draw(const decode::StepEvent& ev) {
+    const int width = terminal_columns();
+    std::string text = std::string(kDim) + "step " + std::to_string(ev.info.step + 1) + "/" +
+                       std::to_string(ev.total_steps) + "  block " +
+                       std::to_string(ev.info.block + 1) + "  +" +
+                       std::to_string(ev.info.committed) + kReset + "\n";
+    const std::vector<int32_t> prompt(ev.canvas.begin(), ev.canvas.begin() + ev.prompt_len);
+    text += printable(tok_.decode(prompt, false));
+    text += render(tok_, ids_, ev.canvas, ev.prompt_len, ev.committed, true);
+    if (lines_drawn_ > 0) {
+        std::fputs("\r", out_);
+        if (lines_drawn_ > 1) std::fprintf(out_, "\x1b[%dA", lines_drawn_ - 1);
+        std::fputs("\x1b[J", out_);
+    }
+    std::fputs(text.c_str(), out_);
+    std::fflush(out_);
+    Extent e;
+    e.add(text, width);
+    lines_drawn_ = e.lines;
+}
+
+void CanvasView::finish() {
+    if (lines_drawn_ > 0) std::fputs("\n", out_);
+    std::fflush(out_);
+    lines_drawn_ = 0;
+}
+
+std::string CanvasView::render_plain(const tokenizer::Tokenizer& tok, const decode::TokenIds& ids,
+                                     std::span<const int32_t> canvas, int prompt_len,
+                                     const char* mask_glyph) {
+    std::string s = render(tok, ids, canvas, prompt_len, {}, false);
+    std::string out;
+    const std::string g = kMaskGlyph;
+    for (size_t i = 0; i < s.size();) {
+        if (s.compare(i, g.size(), g) == 0) {
+            out += mask_glyph;
+            i += g.size();
+        } else {
+            out += s[i++];
+        }
+    }
+    return out;
+}
+
+}  // namespace llada::tools

@@ -1,0 +1,124 @@
+// llada-cli: generate text from a diffusion language model, showing the denoising live.
+#include <unistd.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "decode/policy.h"
+#include "runtime/device.h"
+#include "tools/common.h"
+#include "tools/display.h"
+#include "util/error.h"
+
+using namespace llada;
+
+int main(int argc, char** argv) {
+    return tools::run_tool([&]() -> int {
+        std::string model_path, prompt, prompt_file, prompt_tokens;
+        bool chat = false, json = false, no_display = false;
+        int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+        tools::DecodeFlags dec;
+        tools::ArgTable args(
+            "llada-cli",
+            "Generates text with a diffusion language model (LLaDA architecture, GGUF).\n"
+            "Without -m it runs the bundled tiny model, e.g.  llada-cli -p \"12+35=\"");
+        args.section("Model and prompt");
+        args.string({"-m", "--model"}, "FILE",
+                    std::string("GGUF model (default: the bundled ") + tools::kDefaultModel + ")",
+                    &model_path);
+        args.string({"-p", "--prompt"}, "TEXT", "the prompt", &prompt);
+        args.string({"-f", "--file"}, "FILE", "read the prompt from a file (raw bytes)",
+                    &prompt_file);
+        args.string({"--prompt-tokens"}, "\"ID ID ...\"",
+                    "the prompt as token ids, used exactly as given (no BOS, no template)",
+                    &prompt_tokens);
+        args.flag({"--chat"}, "wrap the prompt in the model's chat format (LLaDA's headers)",
+                  &chat);
+        dec.add_to(args);
+        args.section("Output");
+        args.flag({"--json"}, "print one JSON object (text, tokens, steps, nfe, wall_s, per-step)",
+                  &json);
+        args.flag({"--no-display"}, "no live view of the canvas (also off when not a terminal)",
+                  &no_display);
+        args.integer({"-t", "--threads"}, "N", "CPU threads (default: all cores)", &threads, 1,
+                     1024);
+        if (!args.parse(argc, argv)) return 0;
+
+        const int n_sources = !prompt.empty() + !prompt_file.empty() + !prompt_tokens.empty();
+        if (n_sources > 1) throw Error("give only one of -p, -f and --prompt-tokens");
+        if (n_sources == 0 && !args.given("-p") && !args.given("--prompt")) {
+            throw Error("no prompt: give -p TEXT, -f FILE or --prompt-tokens \"ID ...\"");
+        }
+        if (chat && !prompt_tokens.empty()) {
+            throw Error("--chat cannot be combined with --prompt-tokens (ids are used as given)");
+        }
+        if (model_path.empty()) model_path = tools::find_default_model(argv[0]);
+        tools::LoadedModel lm = tools::load_model(model_path);
+        dec.finish(args, *lm.model);
+
+        std::vector<int32_t> ids;
+        if (!prompt_tokens.empty()) {
+            ids = tools::parse_token_ids(prompt_tokens, "--prompt-tokens");
+        } else {
+            std::string text = prompt_file.empty() ? prompt : tools::read_file(prompt_file);
+            if (chat) text = tools::chat_wrap(*lm.tok, text);
+            ids = lm.tok->encode(text, lm.tok->add_bos_default(), chat);
+        }
+
+        runtime::ThreadPool pool(threads);
+        auto device = runtime::make_cpu_device(pool);
+        auto policy = decode::make_policy(dec.policy, *lm.model, *device, dec.opt, lm.ids);
+
+        const bool display = !no_display && !json && isatty(fileno(stdout));
+        tools::CanvasView view(*lm.tok, lm.ids, stdout);
+        decode::StepCallback on_step;
+        if (display) {
+            on_step = [&](const decode::StepEvent& ev) { view.draw(ev); };
+        }
+        decode::GenerateResult res = policy->generate(ids, on_step);
+        if (display) view.finish();
+
+        const std::vector<int32_t> answer = res.answer(lm.ids);
+        const std::string text = lm.tok->decode(answer, false);
+        const double tok_s = res.wall_s > 0 ? dec.opt.gen / res.wall_s : 0.0;
+        if (json) {
+            nlohmann::json j;
+            j["model"] = model_path;
+            j["policy"] = policy->name();
+            j["prompt_tokens"] = ids.size();
+            j["text"] = text;
+            j["tokens"] = res.generated();
+            j["answer_tokens"] = answer.size();
+            j["gen"] = dec.opt.gen;
+            j["block"] = dec.opt.block;
+            j["steps"] = res.steps.size();
+            j["nfe"] = res.stats.forwards;
+            j["rows"] = res.stats.rows;
+            j["lm_head_rows"] = res.stats.lm_head_rows;
+            j["wall_s"] = res.wall_s;
+            j["tokens_per_s"] = tok_s;
+            j["threads"] = threads;
+            nlohmann::json steps = nlohmann::json::array();
+            for (const auto& s : res.steps) {
+                steps.push_back({{"step", s.step},
+                                 {"block", s.block},
+                                 {"committed", s.committed},
+                                 {"rows", s.rows},
+                                 {"lm_head_rows", s.lm_head_rows},
+                                 {"ms", s.ms}});
+            }
+            j["per_step"] = steps;
+            std::printf("%s\n",
+                        j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+            return 0;
+        }
+        if (!display) std::printf("%s\n", text.c_str());
+        std::fprintf(stderr,
+                     "\n%s: %zu steps, %lld forward passes, %d positions in %.3f s "
+                     "(%.1f tokens/s), policy %s, %d threads\n",
+                     "llada-cli", res.steps.size(), static_cast<long long>(res.stats.forwards),
+                     dec.opt.gen, res.wall_s, tok_s, policy->name(), threads);
+        return 0;
+    });
+}

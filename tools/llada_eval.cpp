@@ -1,0 +1,181 @@
+// llada-eval: accuracy and cost of a decoding policy on a JSONL task set.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "decode/policy.h"
+#include "runtime/device.h"
+#include "tools/common.h"
+#include "tools/eval.h"
+#include "util/error.h"
+
+using namespace llada;
+
+namespace {
+
+struct Tally {
+    int64_t n = 0, correct = 0, nfe = 0, rows = 0, lm_head_rows = 0;
+    int64_t tokens = 0;         // positions the policy decided
+    int64_t answer_tokens = 0;  // tokens before the first EOS
+    double wall_s = 0.0;
+
+    void add(const decode::GenerateResult& r, int64_t answer_len, bool ok) {
+        n += 1;
+        correct += ok;
+        nfe += r.stats.forwards;
+        rows += r.stats.rows;
+        lm_head_rows += r.stats.lm_head_rows;
+        int64_t decided = 0;
+        for (const auto& s : r.steps)
+            decided += s.committed;
+        tokens += decided;
+        answer_tokens += answer_len;
+        wall_s += r.wall_s;
+    }
+
+    nlohmann::json to_json() const {
+        const auto ci = tools::wilson95(correct, n);
+        const double dn = n > 0 ? static_cast<double>(n) : 1.0;
+        return {{"n", n},
+                {"correct", correct},
+                {"accuracy", correct / dn},
+                {"ci95", {ci.lo, ci.hi}},
+                {"nfe", nfe / dn},
+                {"rows", rows / dn},
+                {"lm_head_rows", lm_head_rows / dn},
+                {"tokens_per_s", wall_s > 0 ? tokens / wall_s : 0.0},
+                {"answer_tokens_per_s", wall_s > 0 ? answer_tokens / wall_s : 0.0},
+                {"wall_s", wall_s}};
+    }
+};
+
+void progress(int done, int total, int64_t correct) {
+    const int width = 30;
+    const int filled = total > 0 ? done * width / total : width;
+    std::fprintf(stderr, "\r[%s%s] %d/%d  accuracy %.1f%%", std::string(filled, '#').c_str(),
+                 std::string(width - filled, '.').c_str(), done, total,
+                 done > 0 ? 100.0 * correct / done : 0.0);
+    std::fflush(stderr);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    return tools::run_tool([&]() -> int {
+        std::string model_path, tasks_path, answer_regex, out_path;
+        int limit = 0;
+        bool json = false, chat = false, no_progress = false;
+        int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+        tools::DecodeFlags dec;
+        tools::ArgTable args("llada-eval",
+                             "Generates an answer for every problem of a JSONL task file "
+                             "({\"task\", \"prompt\", \"answer\"}),\nscores it and reports "
+                             "accuracy (95% Wilson interval) and cost per task and overall.");
+        args.section("Model and tasks");
+        args.string({"-m", "--model"}, "FILE",
+                    std::string("GGUF model (default: the bundled ") + tools::kDefaultModel + ")",
+                    &model_path);
+        args.string({"--tasks"}, "FILE", "JSONL task file", &tasks_path);
+        args.integer({"--limit"}, "N", "only the first N problems", &limit, 1, 1 << 30);
+        args.string({"--answer-regex"}, "RE",
+                    "score the last match (group 1) of this PCRE2 regex instead of the whole "
+                    "text,\ne.g. '#### (\\S+)' for GSM8K-style answers",
+                    &answer_regex);
+        args.flag({"--chat"}, "wrap each prompt in the model's chat format", &chat);
+        dec.add_to(args);
+        args.section("Output");
+        args.flag({"--json"}, "print one JSON object (n, accuracy, ci95, nfe, tokens_per_s, ...)",
+                  &json);
+        args.string({"--out"}, "FILE", "also write every problem's generation as JSONL", &out_path);
+        args.flag({"--no-progress"}, "no progress bar", &no_progress);
+        args.integer({"-t", "--threads"}, "N", "CPU threads (default: all cores)", &threads, 1,
+                     1024);
+        if (!args.parse(argc, argv)) return 0;
+        if (tasks_path.empty()) throw Error("--tasks FILE is required");
+        if (model_path.empty()) model_path = tools::find_default_model(argv[0]);
+
+        std::vector<tools::Problem> problems = tools::read_problems(tasks_path);
+        if (limit > 0 && static_cast<size_t>(limit) < problems.size()) problems.resize(limit);
+        const tools::AnswerMatcher matcher(answer_regex);
+        tools::LoadedModel lm = tools::load_model(model_path);
+        dec.finish(args, *lm.model);
+        runtime::ThreadPool pool(threads);
+        auto device = runtime::make_cpu_device(pool);
+        auto policy = decode::make_policy(dec.policy, *lm.model, *device, dec.opt, lm.ids);
+
+        std::FILE* out = nullptr;
+        if (!out_path.empty()) {
+            out = std::fopen(out_path.c_str(), "w");
+            if (!out) throw Error("cannot create '" + out_path + "'");
+        }
+        const bool show_progress = !no_progress && isatty(fileno(stderr));
+        std::map<std::string, Tally> per_task;
+        Tally all;
+        const auto t0 = std::chrono::steady_clock::now();
+        for (size_t i = 0; i < problems.size(); ++i) {
+            const auto& pb = problems[i];
+            const std::string text = chat ? tools::chat_wrap(*lm.tok, pb.prompt) : pb.prompt;
+            const auto ids = lm.tok->encode(text, lm.tok->add_bos_default(), chat);
+            const auto res = policy->generate(ids);
+            const auto answer = res.answer(lm.ids);
+            const std::string generated = lm.tok->decode(answer, false);
+            const bool ok = matcher.correct(generated, pb.answer);
+            per_task[pb.task].add(res, static_cast<int64_t>(answer.size()), ok);
+            all.add(res, static_cast<int64_t>(answer.size()), ok);
+            if (out) {
+                nlohmann::json j = {{"task", pb.task},     {"prompt", pb.prompt},
+                                    {"answer", pb.answer}, {"generated", generated},
+                                    {"correct", ok},       {"nfe", res.stats.forwards}};
+                std::fprintf(
+                    out, "%s\n",
+                    j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+            }
+            if (show_progress)
+                progress(static_cast<int>(i + 1), static_cast<int>(problems.size()), all.correct);
+        }
+        if (out) std::fclose(out);
+        if (show_progress) std::fputs("\n", stderr);
+        const double elapsed =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+        nlohmann::json report = all.to_json();
+        report["elapsed_s"] = elapsed;
+        report["model"] = model_path;
+        report["tasks"] = tasks_path;
+        report["policy"] = policy->name();
+        report["options"] = {
+            {"gen", dec.opt.gen},     {"steps", dec.opt.steps},
+            {"block", dec.opt.block}, {"temperature", dec.opt.temperature},
+            {"cfg", dec.opt.cfg},     {"remasking", decode::remasking_name(dec.opt.remasking)},
+            {"seed", dec.opt.seed},   {"threads", threads}};
+        nlohmann::json tasks = nlohmann::json::object();
+        for (const auto& [name, t] : per_task)
+            tasks[name] = t.to_json();
+        report["per_task"] = tasks;
+        if (json) {
+            std::printf("%s\n", report.dump(1).c_str());
+            return 0;
+        }
+        std::printf("%s on %s: policy %s, gen %d, steps %d, block %d, T %g\n", model_path.c_str(),
+                    tasks_path.c_str(), policy->name(), dec.opt.gen, dec.opt.steps, dec.opt.block,
+                    dec.opt.temperature);
+        std::printf("%-10s %6s %9s %17s %8s %9s %10s %10s %9s\n", "task", "n", "accuracy", "95% CI",
+                    "NFE", "rows", "LM rows", "tokens/s", "wall s");
+        auto row = [](const std::string& name, const nlohmann::json& t) {
+            std::printf("%-10s %6lld %8.2f%% [%6.2f, %6.2f] %8.1f %9.1f %10.1f %10.1f %9.2f\n",
+                        name.c_str(), t["n"].get<long long>(), 100 * t["accuracy"].get<double>(),
+                        100 * t["ci95"][0].get<double>(), 100 * t["ci95"][1].get<double>(),
+                        t["nfe"].get<double>(), t["rows"].get<double>(),
+                        t["lm_head_rows"].get<double>(), t["tokens_per_s"].get<double>(),
+                        t["wall_s"].get<double>());
+        };
+        for (const auto& [name, t] : tasks.items())
+            row(name, t);
+        row("overall", report);
+        return 0;
+    });
+}
