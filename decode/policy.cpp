@@ -5,8 +5,9 @@
 
 namespace llada::decode {
 
-std::unique_ptr<Policy> make_vanilla_policy(const model::Model& model, runtime::Device& device,
-                                            const GenerateOptions& opt, const TokenIds& ids);
+std::unique_ptr<Policy> make_diffusion_policy(const std::string& name, const model::Model& model,
+                                              runtime::Device& device, const GenerateOptions& opt,
+                                              const TokenIds& ids);
 std::unique_ptr<Policy> make_autoregressive_policy(const model::Model& model,
                                                    runtime::Device& device,
                                                    const GenerateOptions& opt, const TokenIds& ids);
@@ -35,7 +36,10 @@ std::vector<std::string> policy_names() {
 std::unique_ptr<Policy> make_policy(const std::string& name, const model::Model& model,
                                     runtime::Device& device, const GenerateOptions& options,
                                     const TokenIds& ids) {
-    if (name == "vanilla") return make_vanilla_policy(model, device, options, ids);
+    if (name == "vanilla" || name == "prefix-cache" || name == "dual-cache" ||
+        name == "threshold") {
+        return make_diffusion_policy(name, model, device, options, ids);
+    }
     if (name == "ar") return make_autoregressive_policy(model, device, options, ids);
     std::string known;
     for (const auto& n : policy_names())

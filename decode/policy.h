@@ -35,6 +35,21 @@ struct GenerateOptions {
     uint64_t seed = 0;
     // Replaces the seeded generator (tests replay the reference's recorded draws).
     NoiseSource* noise = nullptr;
+
+    // Parallel commit rules (instead of the fixed schedule); 0 = off. threshold: commit every
+    // masked position of the block whose confidence >= threshold, at least the most confident.
+    // factor: the n-th most confident needs >= 1 - factor / (n + 1), at least one.
+    double threshold = 0.0;
+    double factor = 0.0;
+    // Cached policies: a full forward refreshes every K/V at the start of each block and, if
+    // refresh > 0, every `refresh` steps within it (refresh = 1 makes every step a full forward).
+    int refresh = 0;
+    // Stop once a completed block holds an end-of-text token: everything the answer can contain
+    // is then decided. -1 = the policy's default (off for vanilla, on otherwise).
+    int early_stop = -1;
+    // Allow the fused LM-head kernel (argmax and confidence without vocabulary-wide logits)
+    // where the decision needs no full row (T = 0, no CFG); false forces full logits.
+    bool fused_sampling = true;
 };
 
 // One denoising step as it happened.
@@ -64,6 +79,7 @@ struct GenerateResult {
     std::vector<StepInfo> steps;
     model::ForwardStats stats;
     double wall_s = 0.0;
+    bool stopped_early = false;  // positions after the stop were filled with end-of-text
 
     // The generated ids, prompt excluded.
     std::vector<int32_t> generated() const;

@@ -16,22 +16,22 @@ void guide(const float* cond, const float* uncond, float w, float* out, int64_t 
 }
 
 Candidate pick_candidate(const float* logits, int64_t n_vocab, double temperature,
-                         const NoiseSource& noise, int64_t noise_offset) {
+                         const NoiseSource& noise, int64_t noise_offset, int32_t banned) {
     Candidate c;
+    int64_t best = -1;
     if (temperature == 0.0) {
-        int64_t best = 0;
-        for (int64_t v = 1; v < n_vocab; ++v) {
-            if (logits[v] > logits[best]) best = v;
+        for (int64_t v = 0; v < n_vocab; ++v) {
+            if (v != banned && (best < 0 || logits[v] > logits[best])) best = v;
         }
         c.token = static_cast<int32_t>(best);
         return c;
     }
-    int64_t best = 0;
-    double best_val = -1.0;
+    double best_val = 0.0;
     for (int64_t v = 0; v < n_vocab; ++v) {
+        if (v == banned) continue;
         const double g = std::pow(-std::log(noise.at(noise_offset + v)), temperature);
         const double val = std::exp(static_cast<double>(logits[v])) / g;
-        if (v == 0 || val > best_val) {
+        if (best < 0 || val > best_val) {
             best = v;
             best_val = val;
         }
@@ -63,6 +63,32 @@ std::vector<int> select_top_k(const std::vector<Candidate>& cand, int k) {
     idx.resize(k);
     std::sort(idx.begin(), idx.end());
     return idx;
+}
+
+namespace {
+// The longest prefix of candidates by descending confidence (ties to the lower index) whose
+// n-th member passes need(n), n counted from 1; at least one.
+template <typename Need>
+std::vector<int> select_prefix(const std::vector<Candidate>& cand, Need need) {
+    std::vector<int> order(cand.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int a, int b) { return cand[a].confidence > cand[b].confidence; });
+    size_t n = order.empty() ? 0 : 1;
+    while (n < order.size() && cand[order[n]].confidence >= need(n + 1))
+        ++n;
+    order.resize(n);
+    std::sort(order.begin(), order.end());
+    return order;
+}
+}  // namespace
+
+std::vector<int> select_by_threshold(const std::vector<Candidate>& cand, double tau) {
+    return select_prefix(cand, [&](size_t) { return tau; });
+}
+
+std::vector<int> select_by_factor(const std::vector<Candidate>& cand, double factor) {
+    return select_prefix(cand, [&](size_t n) { return 1.0 - factor / static_cast<double>(n + 1); });
 }
 
 void validate_common_options(const GenerateOptions& opt, const TokenIds& ids,

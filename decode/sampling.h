@@ -22,8 +22,9 @@ void guide(const float* cond, const float* uncond, float w, float* out, int64_t 
 
 // Candidate token of a logits row: argmax for T = 0 (first maximum); for T > 0 the argmax of
 // exp(l) / (-log(u))^T in float64, u = noise.at(noise_offset + v) from the current draw.
+// `banned` (if >= 0) is never chosen.
 Candidate pick_candidate(const float* logits, int64_t n_vocab, double temperature,
-                         const NoiseSource& noise, int64_t noise_offset);
+                         const NoiseSource& noise, int64_t noise_offset, int32_t banned = -1);
 
 // softmax(logits)[token], accumulated in double.
 float softmax_prob(const float* logits, int64_t n_vocab, int32_t token);
@@ -31,6 +32,12 @@ float softmax_prob(const float* logits, int64_t n_vocab, int32_t token);
 // Indices (into `cand`) of the k highest confidences, ties to the lower index; returned in
 // ascending index order.
 std::vector<int> select_top_k(const std::vector<Candidate>& cand, int k);
+
+// Parallel commit rules over candidates (indices returned ascending, at least one if any):
+// every candidate with confidence >= tau, or by the factor rule the n-th most confident
+// (n = 1, 2, ...) needs >= 1 - factor / (n + 1).
+std::vector<int> select_by_threshold(const std::vector<Candidate>& cand, double tau);
+std::vector<int> select_by_factor(const std::vector<Candidate>& cand, double factor);
 
 // Checks shared by all policies; throw llada::Error with the problem named.
 void validate_common_options(const GenerateOptions& opt, const TokenIds& ids,

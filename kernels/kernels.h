@@ -5,6 +5,7 @@
 // kernels/reference.h that the tests compare against on every compiled target.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
@@ -65,6 +66,29 @@ void rope_row(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, const 
 // (flash-style) softmax so no score row is materialised.
 void attention_head(const float* q, const float* k, const float* v, int64_t kv_stride, int64_t n_kv,
                     int64_t head_dim, float scale, float* out);
+
+// --- fused sampling: per-row reductions over a vocabulary without keeping the logits ---
+// Running statistics of one logits row over the vocabulary entries seen so far, relative to the
+// running maximum, so chunks can be merged in any grouping (merge in vocabulary order keeps
+// ties at the lowest index). NaN logits are ignored; +inf wins and each +inf counts once.
+struct RowStats {
+    int32_t token = -1;  // argmax (first maximum); -1 before any finite or +inf value
+    float max = -INFINITY;
+    float sum_exp = 0.0f;  // sum of exp(x - max)
+    float ent_acc = 0.0f;  // sum of exp(x - max) * (x - max), for the entropy
+    int32_t second = -1;   // runner-up token (different from `token`)
+    float second_max = -INFINITY;
+};
+// Confidence of the argmax: softmax probability = 1 / sum_exp (0 for an empty row).
+float row_confidence(const RowStats& s);
+// Entropy of the softmax distribution, in nats.
+float row_entropy(const RowStats& s);
+// Statistics of rows [0, m_rows) of a logits chunk (row stride ld) covering vocabulary entries
+// [v0, v0 + n).
+void row_stats_chunk(const float* logits, int64_t m_rows, int64_t ld, int64_t n, int64_t v0,
+                     RowStats* out);
+// Merges the statistics of a later vocabulary range into `into`.
+void row_stats_merge(RowStats& into, const RowStats& later);
 
 // Name of the instruction set the dispatcher picked (for logs and benchmarks).
 const char* active_target();

@@ -138,4 +138,47 @@ void attention_head(const float* q, const float* k, const float* v, int64_t kv_s
     }
 }
 
+RowStats row_stats(const float* row, int64_t n) {
+    RowStats s;
+    double m = -INFINITY;
+    int64_t arg = -1;
+    for (int64_t i = 0; i < n; ++i) {
+        if (std::isnan(row[i]) || row[i] == -INFINITY) continue;
+        if (arg < 0 || row[i] > m) {
+            m = row[i];
+            arg = i;
+        }
+    }
+    if (arg < 0) return s;
+    s.token = static_cast<int32_t>(arg);
+    s.max = static_cast<float>(m);
+    double sum = 0.0, t = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+        if (std::isnan(row[i])) continue;
+        if (m == INFINITY) {
+            sum += row[i] == INFINITY ? 1.0 : 0.0;
+        } else if (row[i] != -INFINITY) {
+            const double d = double(row[i]) - m;
+            sum += std::exp(d);
+            t += std::exp(d) * d;
+        }
+    }
+    s.sum_exp = static_cast<float>(sum);
+    s.ent_acc = static_cast<float>(t);
+    double m2 = -INFINITY;
+    int64_t arg2 = -1;
+    for (int64_t i = 0; i < n; ++i) {
+        if (i == arg || std::isnan(row[i]) || row[i] == -INFINITY) continue;
+        if (arg2 < 0 || row[i] > m2) {
+            m2 = row[i];
+            arg2 = i;
+        }
+    }
+    if (arg2 >= 0) {
+        s.second = static_cast<int32_t>(arg2);
+        s.second_max = static_cast<float>(m2);
+    }
+    return s;
+}
+
 }  // namespace llada::kernels::ref

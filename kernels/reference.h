@@ -23,4 +23,7 @@ void rope_row(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, const 
 void attention_head(const float* q, const float* k, const float* v, int64_t kv_stride, int64_t n_kv,
                     int64_t head_dim, float scale, float* out);
 
+// Statistics of a whole logits row, in double, with RowStats' rules for NaN and infinities.
+RowStats row_stats(const float* row, int64_t n);
+
 }  // namespace llada::kernels::ref

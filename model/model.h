@@ -52,8 +52,11 @@ class Model {
     int64_t n_params() const { return n_params_; }
     size_t weight_bytes() const { return weight_bytes_; }
 
+    // What the output head produces: logits [rows][n_vocab], or per-row statistics
+    // (kernels::RowStats: argmax, confidence, runner-up, entropy) from the fused LM head.
+    enum class Head { Logits, Stats };
     // Records the forward pass for up to max_rows window rows and max_out LM-head rows.
-    runtime::Plan build_plan(int64_t max_rows, int64_t max_out) const;
+    runtime::Plan build_plan(int64_t max_rows, int64_t max_out, Head head = Head::Logits) const;
 
   private:
     Model() = default;
@@ -90,22 +93,31 @@ class Session {
     const Model& model() const { return model_; }
     int n_seq() const { return kv_.n_seq(); }
     int n_pos() const { return kv_.n_pos(); }
-    int64_t max_rows() const { return compiled_->plan().max_rows; }
-    int64_t max_out() const { return compiled_->plan().max_out_rows; }
+    int64_t max_rows() const { return max_rows_; }
+    int64_t max_out() const { return max_out_; }
 
     // Runs the window and returns logits [batch.n_out][n_vocab], valid until the next call.
     // Throws llada::Error for token ids outside the vocabulary.
     const float* forward(const runtime::Batch& batch, const runtime::OpObserver* obs = nullptr);
+    // The same forward with the fused LM head: per output row, the argmax, its softmax
+    // probability, the runner-up and the entropy, without vocabulary-wide logits.
+    const kernels::RowStats* forward_stats(const runtime::Batch& batch);
 
     const ForwardStats& stats() const { return stats_; }
     void reset_stats() { stats_ = {}; }
     size_t kv_bytes() const { return kv_.bytes(); }
-    size_t arena_bytes() const { return compiled_->arena_bytes(); }
+    // Activation memory of the plans compiled so far.
+    size_t arena_bytes() const;
 
   private:
+    void check(const runtime::Batch& batch) const;
+    runtime::CompiledPlan& compiled(Model::Head head);
+
     const Model& model_;
     runtime::Device& device_;
-    std::unique_ptr<runtime::CompiledPlan> compiled_;
+    int64_t max_rows_, max_out_;
+    // One compiled plan per output head, built on first use; both share the KV cache.
+    std::unique_ptr<runtime::CompiledPlan> logits_plan_, stats_plan_;
     runtime::KvCache kv_;
     ForwardStats stats_;
 };

@@ -6,17 +6,47 @@ namespace llada::model {
 
 Session::Session(const Model& model, runtime::Device& device, int n_seq, int n_pos,
                  int64_t max_rows, int64_t max_out)
-    : model_(model), device_(device) {
+    : model_(model), device_(device), max_rows_(max_rows), max_out_(max_out) {
     const Hparams& hp = model.hparams();
     if (n_pos > hp.n_ctx) {
         throw Error("a canvas of " + std::to_string(n_pos) +
                     " positions exceeds the model's context length " + std::to_string(hp.n_ctx));
     }
-    compiled_ = device.compile(model.build_plan(max_rows, max_out));
     kv_ = runtime::KvCache(hp.n_layer, n_seq, n_pos, hp.n_kv_head * hp.head_dim);
 }
 
+runtime::CompiledPlan& Session::compiled(Model::Head head) {
+    auto& slot = head == Model::Head::Logits ? logits_plan_ : stats_plan_;
+    if (!slot) slot = device_.compile(model_.build_plan(max_rows_, max_out_, head));
+    return *slot;
+}
+
+size_t Session::arena_bytes() const {
+    return (logits_plan_ ? logits_plan_->arena_bytes() : 0) +
+           (stats_plan_ ? stats_plan_->arena_bytes() : 0);
+}
+
 const float* Session::forward(const runtime::Batch& batch, const runtime::OpObserver* obs) {
+    check(batch);
+    runtime::CompiledPlan& cp = compiled(Model::Head::Logits);
+    device_.execute(cp, batch, kv_, obs);
+    stats_.forwards += 1;
+    stats_.rows += batch.n_rows;
+    stats_.lm_head_rows += batch.n_out;
+    return cp.output();
+}
+
+const kernels::RowStats* Session::forward_stats(const runtime::Batch& batch) {
+    check(batch);
+    runtime::CompiledPlan& cp = compiled(Model::Head::Stats);
+    device_.execute(cp, batch, kv_, nullptr);
+    stats_.forwards += 1;
+    stats_.rows += batch.n_rows;
+    stats_.lm_head_rows += batch.n_out;
+    return reinterpret_cast<const kernels::RowStats*>(cp.output());
+}
+
+void Session::check(const runtime::Batch& batch) const {
     const int64_t n_vocab = model_.hparams().n_vocab;
     if (batch.n_rows <= 0 || batch.n_rows > max_rows()) {
         throw Error("forward of " + std::to_string(batch.n_rows) +
@@ -51,11 +81,6 @@ const float* Session::forward(const runtime::Batch& batch, const runtime::OpObse
             }
         }
     }
-    device_.execute(*compiled_, batch, kv_, obs);
-    stats_.forwards += 1;
-    stats_.rows += batch.n_rows;
-    stats_.lm_head_rows += batch.n_out;
-    return compiled_->output();
 }
 
 }  // namespace llada::model

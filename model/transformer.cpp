@@ -4,7 +4,7 @@
 
 namespace llada::model {
 
-runtime::Plan Model::build_plan(int64_t max_rows, int64_t max_out) const {
+runtime::Plan Model::build_plan(int64_t max_rows, int64_t max_out, Head head) const {
     const Hparams& hp = hp_;
     runtime::PlanBuilder b(max_rows, max_out);
     int x = b.embed(token_embd_);
@@ -33,7 +33,8 @@ runtime::Plan Model::build_plan(int64_t max_rows, int64_t max_out) const {
     // Only the rows whose logits are wanted go through the final norm and the output head.
     x = b.gather_output_rows(x, "out_rows");
     x = b.rms_norm(x, output_norm_.data(), hp.eps, "output_norm");
-    b.set_output(b.matmul(x, output_, "logits"));
+    b.set_output(head == Head::Logits ? b.matmul(x, output_, "logits")
+                                      : b.lm_head_reduce(x, output_, "logits.stats"));
     return b.finish();
 }
 

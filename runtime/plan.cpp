@@ -31,6 +31,8 @@ const char* op_name(OpKind k) {
             return "add";
         case OpKind::GatherRows:
             return "gather_rows";
+        case OpKind::LmHeadReduce:
+            return "lm_head_reduce";
     }
     return "?";
 }
@@ -79,33 +81,42 @@ int PlanBuilder::rms_norm(int x, const float* weight, float eps, const std::stri
     return push(op);
 }
 
-int PlanBuilder::matmul(int x, const kernels::WeightView& w, const std::string& name) {
+int PlanBuilder::prepared_input(int x, const kernels::WeightView& w) {
     const TensorDesc in = plan_.tensors[x];
     assert(in.cols == w.n_cols);
     const kernels::ActKind act = kernels::act_kind_for(w.type);
-    int src = x;
-    if (act != kernels::ActKind::F32) {
-        src = -1;
-        for (const auto& [key, t] : prepared_) {
-            if (key.first == x && key.second == act) src = t;
-        }
-        if (src < 0) {
-            const size_t rb = act == kernels::ActKind::Q8_0
-                                  ? quant::row_bytes(format::TensorType::Q8_0, in.cols)
-                                  : sizeof(float) * static_cast<size_t>(in.cols);
-            Op prep{OpKind::PrepareActs};
-            prep.in0 = x;
-            prep.act = act;
-            prep.out = new_tensor(in.name + ".prepared", in.rows, in.cols, rb);
-            src = push(prep);
-            prepared_.push_back({{x, act}, src});
-        }
+    if (act == kernels::ActKind::F32) return x;
+    for (const auto& [key, t] : prepared_) {
+        if (key.first == x && key.second == act) return t;
     }
+    const size_t rb = act == kernels::ActKind::Q8_0
+                          ? quant::row_bytes(format::TensorType::Q8_0, in.cols)
+                          : sizeof(float) * static_cast<size_t>(in.cols);
+    Op prep{OpKind::PrepareActs};
+    prep.in0 = x;
+    prep.act = act;
+    prep.out = new_tensor(in.name + ".prepared", in.rows, in.cols, rb);
+    const int src = push(prep);
+    prepared_.push_back({{x, act}, src});
+    return src;
+}
+
+int PlanBuilder::matmul(int x, const kernels::WeightView& w, const std::string& name) {
     Op op{OpKind::MatMul};
-    op.in0 = src;
+    op.in0 = prepared_input(x, w);
     op.weight = w;
-    op.act = act;
-    op.out = new_tensor(name, in.rows, w.n_rows, sizeof(float) * static_cast<size_t>(w.n_rows));
+    op.act = kernels::act_kind_for(w.type);
+    op.out = new_tensor(name, plan_.tensors[x].rows, w.n_rows,
+                        sizeof(float) * static_cast<size_t>(w.n_rows));
+    return push(op);
+}
+
+int PlanBuilder::lm_head_reduce(int x, const kernels::WeightView& w, const std::string& name) {
+    Op op{OpKind::LmHeadReduce};
+    op.in0 = prepared_input(x, w);
+    op.weight = w;
+    op.act = kernels::act_kind_for(w.type);
+    op.out = new_tensor(name, plan_.tensors[x].rows, 1, sizeof(kernels::RowStats));
     return push(op);
 }
 

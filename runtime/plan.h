@@ -37,6 +37,9 @@ enum class OpKind {
     SwiGlu,       // out = silu(in0) * in1
     Add,          // out = in0 + in1
     GatherRows,   // out[i] = in0[out_rows[i]] (window space -> output space)
+    // out[i] = kernels::RowStats of the row in0[i] . W^T over the whole vocabulary, computed
+    // chunk by chunk: the fused LM head that never writes a vocabulary-wide logits row.
+    LmHeadReduce,
 };
 
 const char* op_name(OpKind k);
@@ -94,6 +97,7 @@ class PlanBuilder {
     int swiglu(int gate, int up, const std::string& name);
     int add(int a, int b, const std::string& name);
     int gather_output_rows(int x, const std::string& name);
+    int lm_head_reduce(int x, const kernels::WeightView& w, const std::string& name);
     void set_output(int logits);
 
     Plan finish();  // computes lifetimes; the device assigns offsets
@@ -103,6 +107,8 @@ class PlanBuilder {
     int push(Op op);
 
     Plan plan_;
+    // The input of a matmul-like op on `w`: x itself, or x prepared for w's format.
+    int prepared_input(int x, const kernels::WeightView& w);
     // (input tensor, activation kind) -> prepared tensor, so prepared inputs are shared.
     std::vector<std::pair<std::pair<int, kernels::ActKind>, int>> prepared_;
 };

@@ -19,7 +19,7 @@ ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads) {
     if (n_threads < 1)
         throw Error("thread count must be at least 1, got " + std::to_string(n_threads));
     for (int i = 1; i < n_threads; ++i)
-        workers_.emplace_back([this] { worker_loop(); });
+        workers_.emplace_back([this, i] { worker_loop(i); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -33,15 +33,15 @@ ThreadPool::~ThreadPool() {
         t.join();
 }
 
-void ThreadPool::run_tasks() {
+void ThreadPool::run_tasks(int thread) {
     for (;;) {
         int64_t t = next_task_.fetch_add(1, std::memory_order_relaxed);
         if (t >= n_tasks_) break;
-        (*fn_)(t);
+        (*fn_)(t, thread);
     }
 }
 
-void ThreadPool::worker_loop() {
+void ThreadPool::worker_loop(int thread) {
     uint64_t seen = 0;
     for (;;) {
         uint64_t gen = generation_.load(std::memory_order_acquire);
@@ -56,16 +56,16 @@ void ThreadPool::worker_loop() {
         }
         seen = gen;
         if (stop_) return;
-        run_tasks();
+        run_tasks(thread);
         busy_workers_.fetch_sub(1, std::memory_order_acq_rel);
     }
 }
 
-void ThreadPool::parallel_for(int64_t n_tasks, const std::function<void(int64_t)>& fn) {
+void ThreadPool::parallel_for(int64_t n_tasks, const Task& fn) {
     if (n_tasks <= 0) return;
     if (workers_.empty() || n_tasks == 1) {
         for (int64_t t = 0; t < n_tasks; ++t)
-            fn(t);
+            fn(t, 0);
         return;
     }
     fn_ = &fn;
@@ -77,7 +77,7 @@ void ThreadPool::parallel_for(int64_t n_tasks, const std::function<void(int64_t)
         generation_.fetch_add(1, std::memory_order_release);
     }
     wake_.notify_all();
-    run_tasks();
+    run_tasks(0);
     while (busy_workers_.load(std::memory_order_acquire) != 0)
         cpu_relax();
 }

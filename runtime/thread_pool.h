@@ -21,13 +21,15 @@ class ThreadPool {
 
     int size() const { return n_threads_; }
 
-    // Runs fn(task) for task in [0, n_tasks), tasks handed out dynamically to the caller and the
-    // workers; returns when all are done. Not re-entrant: fn must not call parallel_for.
-    void parallel_for(int64_t n_tasks, const std::function<void(int64_t task)>& fn);
+    // Runs fn(task, thread) for task in [0, n_tasks), tasks handed out dynamically to the caller
+    // (thread 0) and the workers (1 .. size()-1); returns when all are done. Not re-entrant: fn
+    // must not call parallel_for. `thread` lets a task use per-thread scratch memory.
+    using Task = std::function<void(int64_t task, int thread)>;
+    void parallel_for(int64_t n_tasks, const Task& fn);
 
   private:
-    void worker_loop();
-    void run_tasks();
+    void worker_loop(int thread);
+    void run_tasks(int thread);
 
     int n_threads_;
     std::vector<std::thread> workers_;
@@ -39,7 +41,7 @@ class ThreadPool {
     std::atomic<int64_t> next_task_{0};
     std::atomic<int> busy_workers_{0};
     int64_t n_tasks_ = 0;
-    const std::function<void(int64_t)>* fn_ = nullptr;
+    const Task* fn_ = nullptr;
     bool stop_ = false;
 };
 

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "decode/policy.h"
@@ -33,7 +34,8 @@ struct CaseRun {
     std::vector<std::vector<int32_t>> step_tokens;
 };
 
-CaseRun run_case(const json& c, int threads) {
+CaseRun run_case(const json& c, int threads, const std::string& policy_name = "vanilla",
+                 bool fused = true, int refresh = 0) {
     auto m = model::Model::load((data_dir() / c["model"].get<std::string>()).string());
     runtime::ThreadPool pool(threads);
     auto dev = runtime::make_cpu_device(pool);
@@ -51,9 +53,12 @@ CaseRun run_case(const json& c, int threads) {
             decode::ReplayNoise::from_file((data_dir() / c["noise"].get<std::string>()).string()));
         opt.noise = noise.get();
     }
+    opt.fused_sampling = fused;
+    opt.refresh = refresh;
+    if (policy_name != "vanilla") opt.early_stop = 0;
     decode::TokenIds ids;
     ids.mask = c["mask_id"];
-    auto policy = decode::make_policy("vanilla", *m, *dev, opt, ids);
+    auto policy = decode::make_policy(policy_name, *m, *dev, opt, ids);
     std::vector<int32_t> prompt = c["prompt"].get<std::vector<int32_t>>();
     CaseRun run;
     run.result = policy->generate(prompt, [&](const decode::StepEvent& ev) {
@@ -72,11 +77,25 @@ CaseRun run_case(const json& c, int threads) {
 
 }  // namespace
 
+void expect_reference_trajectory(const json& c, const CaseRun& run) {
+    const auto& traj = c["trajectory"];
+    ASSERT_EQ(run.step_positions.size(), traj.size());
+    for (size_t s = 0; s < traj.size(); ++s) {
+        EXPECT_EQ(run.step_positions[s], traj[s]["positions"].get<std::vector<int32_t>>())
+            << "step " << s;
+        EXPECT_EQ(run.step_tokens[s], traj[s]["tokens"].get<std::vector<int32_t>>())
+            << "step " << s;
+    }
+    EXPECT_EQ(run.result.canvas, c["final"].get<std::vector<int32_t>>());
+}
+
+// Both output heads: the fused LM head (argmax and confidence without logits) and full logits.
 TEST(Vanilla, ReproducesEveryReferenceTrajectoryExactly) {
     json cases = load_cases();
     ASSERT_GE(cases.size(), 15u);
     for (const auto& c : cases) {
         SCOPED_TRACE(c["name"].get<std::string>());
+        expect_reference_trajectory(c, run_case(c, 2, "vanilla", false));
         CaseRun run = run_case(c, 2);
         const auto& traj = c["trajectory"];
         ASSERT_EQ(run.step_positions.size(), traj.size());
@@ -136,7 +155,7 @@ TEST(Schedule, TopKTiesGoToTheLowerIndex) {
 namespace {
 std::string policy_error(decode::GenerateOptions opt, decode::TokenIds ids, int prompt_len = 3) {
     auto m = model::Model::load((data_dir() / "llada-mha.gguf").string());
-    runtime::ThreadPool pool(1);
+    runtime::ThreadPool pool(2);
     auto dev = runtime::make_cpu_device(pool);
     try {
         auto p = decode::make_policy("vanilla", *m, *dev, opt, ids);
@@ -175,7 +194,7 @@ TEST(Vanilla, ImpossibleOptionsAreRejectedClearly) {
     o.temperature = 0;
     try {
         auto m = model::Model::load((data_dir() / "llada-mha.gguf").string());
-        runtime::ThreadPool pool(1);
+        runtime::ThreadPool pool(2);
         auto dev = runtime::make_cpu_device(pool);
         decode::make_policy("nope", *m, *dev, o, ids);
         FAIL();
@@ -184,7 +203,7 @@ TEST(Vanilla, ImpossibleOptionsAreRejectedClearly) {
     }
     // A causal model cannot be decoded by a diffusion policy.
     auto ar = model::Model::load((data_dir() / "llama-causal.gguf").string());
-    runtime::ThreadPool pool(1);
+    runtime::ThreadPool pool(2);
     auto dev = runtime::make_cpu_device(pool);
     EXPECT_THROW(decode::make_policy("vanilla", *ar, *dev, o, ids), Error);
 }
@@ -222,11 +241,195 @@ TEST(Autoregressive, GreedyMatchesFullRecomputation) {
 
 TEST(Autoregressive, RejectsDiffusionModelsAndCfg) {
     auto m = model::Model::load((data_dir() / "llada-mha.gguf").string());
-    runtime::ThreadPool pool(1);
+    runtime::ThreadPool pool(2);
     auto dev = runtime::make_cpu_device(pool);
     decode::GenerateOptions opt;
     EXPECT_THROW(decode::make_policy("ar", *m, *dev, opt, {258, 257, -1}), Error);
     auto ar = model::Model::load((data_dir() / "llama-causal.gguf").string());
     opt.cfg = 1.0;
     EXPECT_THROW(decode::make_policy("ar", *ar, *dev, opt, {-1, 257, -1}), Error);
+}
+
+// A cache policy that refreshes every K/V at every step computes exactly what vanilla computes,
+// so it must reproduce the reference trajectory, noise replay and CFG included, whenever the
+// schedule commits at every step (the cache policies stop a block once it is decided, vanilla
+// runs all its steps).
+TEST(Caches, RefreshEveryStepReproducesTheReference) {
+    int checked = 0;
+    for (const auto& c : load_cases()) {
+        const int blocks = c["gen"].get<int>() / c["block"].get<int>();
+        if (c["steps"].get<int>() / blocks > c["block"].get<int>()) continue;
+        for (const char* policy : {"prefix-cache", "dual-cache"}) {
+            SCOPED_TRACE(c["name"].get<std::string>() + " " + policy);
+            expect_reference_trajectory(c, run_case(c, 2, policy, true, 1));
+            ++checked;
+        }
+    }
+    EXPECT_GE(checked, 20);
+}
+
+namespace {
+std::unique_ptr<model::Model> mha() {
+    return model::Model::load((data_dir() / "llada-mha.gguf").string());
+}
+}  // namespace
+
+// The KV cache itself: a forward of only a block's rows against the cache that a full forward
+// just filled gives those rows bit-identical logits.
+TEST(Caches, WindowAgainstAFreshCacheEqualsTheFullForward) {
+    auto m = mha();
+    runtime::ThreadPool pool(2);
+    auto dev = runtime::make_cpu_device(pool);
+    const int L = 30, V = static_cast<int>(m->hparams().n_vocab);
+    model::Session s(*m, *dev, 1, L, L, L);
+    std::vector<int32_t> tok(L), pos(L), seq(L, 0);
+    for (int i = 0; i < L; ++i) {
+        tok[i] = i < 10 ? 60 + i : 258;
+        pos[i] = i;
+    }
+    int32_t kv_len = L;
+    runtime::Batch full{L, tok.data(), pos.data(), seq.data(), L, pos.data(), &kv_len};
+    const float* a = s.forward(full);
+    std::vector<float> want(a, a + static_cast<size_t>(L) * V);
+    // Rows 12..19 only.
+    std::vector<int32_t> rows = {0, 1, 2, 3, 4, 5, 6, 7};
+    runtime::Batch win{8, tok.data() + 12, pos.data() + 12, seq.data(), 8, rows.data(), &kv_len};
+    const float* b = s.forward(win);
+    for (int r = 0; r < 8; ++r) {
+        for (int v = 0; v < V; ++v)
+            ASSERT_EQ(b[r * V + v], want[(12 + r) * V + v]) << r;
+    }
+}
+
+TEST(Caches, DualComputesFewerRowsThanPrefixThanVanilla) {
+    auto m = mha();
+    runtime::ThreadPool pool(2);
+    auto dev = runtime::make_cpu_device(pool);
+    decode::GenerateOptions opt;
+    opt.gen = 32;
+    opt.block = 8;
+    opt.steps = 32;
+    opt.early_stop = 0;
+    decode::TokenIds ids{258, 257, -1};
+    std::vector<int32_t> prompt = {256, 72, 105, 33};
+    std::map<std::string, model::ForwardStats> st;
+    for (const char* p : {"vanilla", "prefix-cache", "dual-cache"}) {
+        st[p] = decode::make_policy(p, *m, *dev, opt, ids)->generate(prompt).stats;
+    }
+    // Same steps (one commit each), but per step vanilla computes 36 rows, prefix-cache the
+    // block + suffix, dual-cache the block; every block starts with one full refresh.
+    EXPECT_EQ(st["vanilla"].forwards, 32);
+    EXPECT_EQ(st["prefix-cache"].forwards, 32);
+    EXPECT_EQ(st["dual-cache"].forwards, 32);
+    EXPECT_EQ(st["vanilla"].rows, 32 * 36);
+    EXPECT_EQ(st["dual-cache"].rows, 4 * 36 + 28 * 8);
+    EXPECT_EQ(st["prefix-cache"].rows, 4 * 36 + 7 * (32 + 24 + 16 + 8));
+    // LM-head rows are the masked positions of the current block only.
+    EXPECT_EQ(st["dual-cache"].lm_head_rows, 4 * (8 + 7 + 6 + 5 + 4 + 3 + 2 + 1));
+}
+
+TEST(Threshold, CommitRules) {
+    std::vector<decode::Candidate> c = {{1, 0.95f}, {2, 0.5f}, {3, 0.91f}, {4, 0.99f}};
+    EXPECT_EQ(decode::select_by_threshold(c, 0.9), (std::vector<int>{0, 2, 3}));
+    EXPECT_EQ(decode::select_by_threshold(c, 0.999), (std::vector<int>{3}));  // at least one
+    // Factor 1: the n-th most confident needs 1 - 1/(n+1): 0.5, 0.667, 0.75, 0.8.
+    // Sorted: 0.99 (n=1, always), 0.95 >= 0.667, 0.91 >= 0.75, 0.5 < 0.8.
+    EXPECT_EQ(decode::select_by_factor(c, 1.0), (std::vector<int>{0, 2, 3}));
+    // Factor 0.2: 0.9, 0.933, 0.95: 0.95 < 0.933? no -> stop after 0.95 passes? 0.95 >= 0.933.
+    EXPECT_EQ(decode::select_by_factor(c, 0.2), (std::vector<int>{0, 3}));
+    EXPECT_TRUE(decode::select_by_threshold({}, 0.9).empty());
+}
+
+TEST(Threshold, AtLeastOneCommitPerStepAndNeverOutsideTheBlock) {
+    auto m = mha();
+    runtime::ThreadPool pool(2);
+    auto dev = runtime::make_cpu_device(pool);
+    for (const char* policy : {"threshold", "dual-cache", "prefix-cache"}) {
+        for (double tau : {0.3, 0.9}) {
+            decode::GenerateOptions opt;
+            opt.gen = 32;
+            opt.block = 8;
+            opt.steps = 4;  // ignored by the parallel rule
+            opt.threshold = tau;
+            opt.early_stop = 0;
+            std::vector<int32_t> prompt = {256, 80, 81, 82, 83};
+            int steps = 0;
+            auto res = decode::make_policy(policy, *m, *dev, opt, {258, 257, -1})
+                           ->generate(prompt, [&](const decode::StepEvent& ev) {
+                               ++steps;
+                               EXPECT_GE(ev.committed.size(), 1u);
+                               const int lo = 5 + ev.info.block * 8;
+                               for (int32_t p : ev.committed) {
+                                   EXPECT_GE(p, lo);
+                                   EXPECT_LT(p, lo + 8);
+                               }
+                           });
+            for (int p = 5; p < 37; ++p)
+                EXPECT_NE(res.canvas[p], 258) << policy;
+            EXPECT_LE(steps, 32);
+            EXPECT_EQ(static_cast<int>(res.stats.forwards), steps);
+        }
+    }
+}
+
+TEST(Threshold, ImpossibleCombinationsAreRejected) {
+    auto m = mha();
+    runtime::ThreadPool pool(2);
+    auto dev = runtime::make_cpu_device(pool);
+    auto error = [&](const std::string& policy, decode::GenerateOptions o) {
+        try {
+            decode::make_policy(policy, *m, *dev, o, {258, 257, -1});
+        } catch (const Error& e) {
+            return std::string(e.what());
+        }
+        return std::string();
+    };
+    decode::GenerateOptions o;
+    o.gen = 16;
+    o.block = 8;
+    o.steps = 16;
+    o.threshold = 0.9;
+    EXPECT_NE(error("vanilla", o).find("--policy threshold"), std::string::npos);
+    o.factor = 1.0;
+    EXPECT_NE(error("dual-cache", o).find("only one"), std::string::npos);
+    o.factor = 0;
+    o.threshold = 1.5;
+    EXPECT_NE(error("threshold", o).find("(0, 1]"), std::string::npos);
+    o.threshold = 0.9;
+    o.remasking = decode::Remasking::Random;
+    EXPECT_NE(error("threshold", o).find("--remasking random"), std::string::npos);
+    o.remasking = decode::Remasking::LowConfidence;
+    o.refresh = 2;
+    EXPECT_NE(error("threshold", o).find("--refresh applies"), std::string::npos);
+    EXPECT_EQ(error("dual-cache", o), "");
+}
+
+// Early stop never changes the answer: once a finished block holds end-of-text, later blocks
+// cannot change anything before it.
+TEST(EarlyStop, SameAnswerFewerForwards) {
+    auto m = mha();
+    runtime::ThreadPool pool(2);
+    auto dev = runtime::make_cpu_device(pool);
+    decode::TokenIds ids{258, 257, -1};
+    int stopped = 0;
+    // Prompts found to end early on this random model ({256, 66, 110, 55}) and not to.
+    for (const std::vector<int32_t>& prompt :
+         {std::vector<int32_t>{256, 66, 110, 55}, std::vector<int32_t>{256, 65, 97, 48}}) {
+        decode::GenerateOptions opt;
+        opt.gen = 48;
+        opt.block = 8;
+        opt.steps = 48;
+        opt.early_stop = 1;
+        auto a = decode::make_policy("dual-cache", *m, *dev, opt, ids)->generate(prompt);
+        opt.early_stop = 0;
+        auto b = decode::make_policy("dual-cache", *m, *dev, opt, ids)->generate(prompt);
+        EXPECT_EQ(a.answer(ids), b.answer(ids));
+        if (a.stopped_early) {
+            ++stopped;
+            EXPECT_LT(a.stats.forwards, b.stats.forwards);
+        } else {
+            EXPECT_EQ(a.canvas, b.canvas);
+        }
+    }
+    EXPECT_EQ(stopped, 1);
 }

@@ -256,3 +256,59 @@ TEST(Kernels, StreamingAttentionMatchesTwoPassSoftmax) {
         });
     }
 }
+
+// Fused sampling reductions, chunk by chunk and merged, against the whole-row reference in
+// double. Argmax and runner-up must be identical (ties to the lowest index); the normaliser and
+// the entropy agree to float32 accumulation error over the chunks (1e-5 relative here).
+TEST(Kernels, RowStatsChunksMatchTheWholeRowReference) {
+    const int64_t n = 1000, rows = 6;
+    auto x = random_vec(static_cast<size_t>(n * rows), 51, 3.0f);
+    float* r1 = x.data() + n;  // row 1: ties at the maximum
+    r1[10] = r1[500] = 50.0f;
+    float* r2 = x.data() + 2 * n;  // row 2: NaN and -inf entries
+    r2[0] = NAN;
+    r2[3] = -INFINITY;
+    r2[999] = NAN;
+    float* r3 = x.data() + 3 * n;  // row 3: two +inf
+    r3[7] = INFINITY;
+    r3[900] = INFINITY;
+    float* r4 = x.data() + 4 * n;  // row 4: all -inf but one
+    for (int64_t i = 0; i < n; ++i)
+        r4[i] = -INFINITY;
+    r4[321] = 1.0f;
+    float* r5 = x.data() + 5 * n;  // row 5: only NaN and -inf
+    for (int64_t i = 0; i < n; ++i)
+        r5[i] = i % 2 ? NAN : -INFINITY;
+    for_each_target([&] {
+        for (int64_t chunk : {1000, 256, 7}) {
+            std::vector<RowStats> acc(rows), part(rows);
+            for (int64_t v0 = 0; v0 < n; v0 += chunk) {
+                const int64_t len = std::min(chunk, n - v0);
+                row_stats_chunk(x.data() + v0, rows, n, len, v0, part.data());
+                for (int64_t r = 0; r < rows; ++r)
+                    row_stats_merge(acc[r], part[r]);
+            }
+            for (int64_t r = 0; r < rows; ++r) {
+                SCOPED_TRACE("row " + std::to_string(r) + " chunk " + std::to_string(chunk));
+                const RowStats want = ref::row_stats(x.data() + r * n, n);
+                EXPECT_EQ(acc[r].token, want.token);
+                EXPECT_EQ(acc[r].second, want.second);
+                EXPECT_EQ(acc[r].max, want.max);
+                EXPECT_NEAR(row_confidence(acc[r]), row_confidence(want),
+                            1e-5f * row_confidence(want));
+                EXPECT_NEAR(row_entropy(acc[r]), row_entropy(want),
+                            1e-5f * std::fabs(row_entropy(want)) + 1e-5f);
+            }
+        }
+    });
+    // The documented edge cases.
+    const RowStats tie = ref::row_stats(r1, n);
+    EXPECT_EQ(tie.token, 10);
+    EXPECT_EQ(tie.second, 500);
+    EXPECT_NEAR(ref::row_stats(r3, n).sum_exp, 2.0f, 0);  // two +inf share the mass
+    EXPECT_EQ(ref::row_stats(r3, n).token, 7);
+    EXPECT_EQ(ref::row_stats(r4, n).token, 321);
+    EXPECT_FLOAT_EQ(row_confidence(ref::row_stats(r4, n)), 1.0f);
+    EXPECT_EQ(ref::row_stats(r5, n).token, -1);
+    EXPECT_EQ(row_confidence(ref::row_stats(r5, n)), 0.0f);
+}

@@ -88,6 +88,26 @@ void DecodeFlags::add_to(ArgTable& args) {
               1e6);
     args.string({"--remasking"}, "MODE", "low_confidence (default) or random", &remasking);
     args.integer({"--seed"}, "S", "seed of the sampling noise (default 0)", &seed, 0, INT_MAX);
+    args.real({"--threshold"}, "TAU",
+              "parallel commits: every masked position of the block with confidence >= TAU\n"
+              "(at least one per step); with --policy threshold, prefix-cache or dual-cache,\n"
+              "e.g. --policy dual-cache --threshold 0.9 (policy threshold defaults to 0.9)",
+              &opt.threshold, 0.0, 1.0);
+    args.real({"--factor"}, "F",
+              "parallel commits by the factor rule: the n-th most confident position needs\n"
+              ">= 1 - F/(n+1); instead of --threshold",
+              &opt.factor, 0.0, 1e6);
+    args.integer({"--refresh"}, "N",
+                 "cache policies: also refresh every K/V with a full forward every N steps\n"
+                 "within a block (default 0: only at each block start)",
+                 &opt.refresh, 0, 1 << 20);
+    args.flag({"--early-stop"},
+              "stop once a finished block holds end-of-text (default for all but vanilla)",
+              &early_stop);
+    args.flag({"--no-early-stop"}, "decode every block even after end-of-text", &no_early_stop);
+    args.flag({"--full-logits"},
+              "write vocabulary-wide logits rows instead of the fused LM-head reduction",
+              &full_logits);
 }
 
 void DecodeFlags::finish(const ArgTable& args, const model::Model& model) {
@@ -112,6 +132,10 @@ void DecodeFlags::finish(const ArgTable& args, const model::Model& model) {
         throw Error("--remasking must be low_confidence or random, got '" + remasking + "'");
     }
     opt.seed = static_cast<uint64_t>(seed);
+    if (early_stop && no_early_stop)
+        throw Error("give only one of --early-stop and --no-early-stop");
+    opt.early_stop = early_stop ? 1 : no_early_stop ? 0 : -1;
+    opt.fused_sampling = !full_logits;
 }
 
 std::vector<int32_t> parse_token_ids(const std::string& text, const std::string& what) {
