@@ -116,6 +116,55 @@ void GgufWriter::set_raw(const std::string& key, GgufType t, std::vector<uint8_t
     put(key, t, std::move(body));
 }
 
+void GgufWriter::copy_kv(const GgufKV& kv) {
+    if (kv.key == "general.alignment") return;
+    const GgufValue& v = kv.value;
+    std::vector<uint8_t> b;
+    switch (v.type) {
+        case GgufType::UINT8:
+        case GgufType::BOOL:
+            append<uint8_t>(b, static_cast<uint8_t>(v.u));
+            break;
+        case GgufType::INT8:
+            append<int8_t>(b, static_cast<int8_t>(v.i));
+            break;
+        case GgufType::UINT16:
+            append<uint16_t>(b, static_cast<uint16_t>(v.u));
+            break;
+        case GgufType::INT16:
+            append<int16_t>(b, static_cast<int16_t>(v.i));
+            break;
+        case GgufType::UINT32:
+            append<uint32_t>(b, static_cast<uint32_t>(v.u));
+            break;
+        case GgufType::INT32:
+            append<int32_t>(b, static_cast<int32_t>(v.i));
+            break;
+        case GgufType::UINT64:
+            append<uint64_t>(b, v.u);
+            break;
+        case GgufType::INT64:
+            append<int64_t>(b, v.i);
+            break;
+        case GgufType::FLOAT32:
+            append<float>(b, static_cast<float>(v.f));
+            break;
+        case GgufType::FLOAT64:
+            append<double>(b, v.f);
+            break;
+        case GgufType::STRING:
+            append_string(b, std::string(v.str));
+            break;
+        case GgufType::ARRAY:
+            // The elements are already in GGUF encoding in the source file.
+            append<uint32_t>(b, static_cast<uint32_t>(v.elem_type));
+            append<uint64_t>(b, v.count);
+            b.insert(b.end(), v.data, v.data + v.data_bytes);
+            break;
+    }
+    put(kv.key, v.type, std::move(b));
+}
+
 void GgufWriter::set_alignment(uint32_t alignment) {
     if (alignment == 0 || (alignment & (alignment - 1)) != 0) {
         throw Error("GgufWriter: alignment " + std::to_string(alignment) +

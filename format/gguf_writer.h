@@ -32,6 +32,9 @@ class GgufWriter {
     // Raw: an already-encoded value body of type `t` (used to copy entries between files and to
     // craft unusual files in tests).
     void set_raw(const std::string& key, GgufType t, std::vector<uint8_t> body);
+    // Copies an entry of a parsed file unchanged (general.alignment is skipped: use
+    // set_alignment).
+    void copy_kv(const GgufKV& kv);
 
     // Tensor data is produced by `fill` when the file is written, so a multi-GB model never has
     // to be held in memory at once. `fill` writes exactly the tensor's byte size into `dst`.

@@ -267,3 +267,26 @@ TEST(Gguf, ReadsLlamaCppFixtures) {
         EXPECT_EQ(f->get_uint("tokenizer.ggml.mask_token_id"), 299u);
     }
 }
+
+TEST(Gguf, CopyKvReproducesEveryEntry) {
+    auto bytes = sample_writer().to_bytes();
+    auto f = GgufFile::from_memory(bytes.data(), bytes.size());
+    GgufWriter w;
+    for (const auto& kv : f->kvs())
+        w.copy_kv(kv);
+    auto copy = w.to_bytes();
+    auto g = GgufFile::from_memory(copy.data(), copy.size());
+    ASSERT_EQ(g->kvs().size(), f->kvs().size());
+    for (size_t i = 0; i < f->kvs().size(); ++i) {
+        const auto& a = f->kvs()[i].value;
+        const auto& b = g->kvs()[i].value;
+        EXPECT_EQ(g->kvs()[i].key, f->kvs()[i].key);
+        EXPECT_EQ(a.type, b.type);
+        EXPECT_EQ(a.u, b.u);
+        EXPECT_EQ(a.i, b.i);
+        EXPECT_EQ(a.f, b.f);
+        EXPECT_EQ(a.str, b.str);
+        EXPECT_EQ(a.count, b.count);
+    }
+    EXPECT_EQ(g->get_string_array("t.strs"), f->get_string_array("t.strs"));
+}

@@ -1,0 +1,83 @@
+// Microbenchmarks of this machine's ceilings, for roofline tables: float FMA throughput,
+// int8 multiply-accumulate throughput and streaming read bandwidth, per thread (Highway).
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/peak.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+// Must come after foreach_target.h.
+#include "hwy/highway.h"
+
+#include <chrono>
+
+#include "kernels/peak.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace llada::kernels {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Independent FMA chains (enough to cover FMA latency x throughput), repeated `iters` times.
+// Returns the number of floating-point operations performed (2 per lane per FMA).
+double FmaLoop(int64_t iters, float* sink) {
+    const hn::ScalableTag<float> df;
+    auto a0 = hn::Set(df, 1.0f), a1 = hn::Set(df, 1.1f), a2 = hn::Set(df, 1.2f);
+    auto a3 = hn::Set(df, 1.3f), a4 = hn::Set(df, 1.4f), a5 = hn::Set(df, 1.5f);
+    auto a6 = hn::Set(df, 1.6f), a7 = hn::Set(df, 1.7f), a8 = hn::Set(df, 1.8f);
+    auto a9 = hn::Set(df, 1.9f), a10 = hn::Set(df, 2.0f), a11 = hn::Set(df, 2.1f);
+    const auto m = hn::Set(df, 0.999999f), c = hn::Set(df, 1e-7f);
+    for (int64_t i = 0; i < iters; ++i) {
+        a0 = hn::MulAdd(a0, m, c);
+        a1 = hn::MulAdd(a1, m, c);
+        a2 = hn::MulAdd(a2, m, c);
+        a3 = hn::MulAdd(a3, m, c);
+        a4 = hn::MulAdd(a4, m, c);
+        a5 = hn::MulAdd(a5, m, c);
+        a6 = hn::MulAdd(a6, m, c);
+        a7 = hn::MulAdd(a7, m, c);
+        a8 = hn::MulAdd(a8, m, c);
+        a9 = hn::MulAdd(a9, m, c);
+        a10 = hn::MulAdd(a10, m, c);
+        a11 = hn::MulAdd(a11, m, c);
+    }
+    auto s = hn::Add(hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)),
+                     hn::Add(hn::Add(a4, a5), hn::Add(a6, a7)));
+    s = hn::Add(s, hn::Add(hn::Add(a8, a9), hn::Add(a10, a11)));
+    *sink = hn::GetLane(hn::SumOfLanes(df, s));
+    return static_cast<double>(iters) * 12 * 2 * hn::Lanes(df);
+}
+
+// Sums `n` floats (streaming reads); returns the bytes read.
+double ReadLoop(const float* data, int64_t n, float* sink) {
+    const hn::ScalableTag<float> df;
+    const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+    auto s0 = hn::Zero(df), s1 = hn::Zero(df), s2 = hn::Zero(df), s3 = hn::Zero(df);
+    int64_t i = 0;
+    for (; i + 4 * N <= n; i += 4 * N) {
+        s0 = hn::Add(s0, hn::LoadU(df, data + i));
+        s1 = hn::Add(s1, hn::LoadU(df, data + i + N));
+        s2 = hn::Add(s2, hn::LoadU(df, data + i + 2 * N));
+        s3 = hn::Add(s3, hn::LoadU(df, data + i + 3 * N));
+    }
+    *sink = hn::GetLane(hn::SumOfLanes(df, hn::Add(hn::Add(s0, s1), hn::Add(s2, s3))));
+    return static_cast<double>(i) * sizeof(float);
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace llada::kernels
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace llada::kernels {
+
+HWY_EXPORT(FmaLoop);
+HWY_EXPORT(ReadLoop);
+
+double fma_flops(int64_t iters, float* sink) {
+    return HWY_DYNAMIC_DISPATCH(FmaLoop)(iters, sink);
+}
+double read_bytes(const float* data, int64_t n, float* sink) {
+    return HWY_DYNAMIC_DISPATCH(ReadLoop)(data, n, sink);
+}
+
+}  // namespace llada::kernels
+#endif

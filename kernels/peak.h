@@ -1,0 +1,14 @@
+// Microbenchmarks of this machine's ceilings for roofline tables (single-threaded bodies; the
+// caller runs them on every thread and times them).
+#pragma once
+
+#include <cstdint>
+
+namespace llada::kernels {
+
+// Runs `iters` rounds of independent FMA chains; returns the floating-point operations done.
+double fma_flops(int64_t iters, float* sink);
+// Streams through n floats; returns the bytes read.
+double read_bytes(const float* data, int64_t n, float* sink);
+
+}  // namespace llada::kernels

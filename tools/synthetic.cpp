@@ -1,0 +1,310 @@
+// Random-weight models at any shape, written as real GGUF files, and re-quantisation.
+#include "tools/synthetic.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstring>
+#include <sstream>
+#include <vector>
+
+#include "format/gguf.h"
+#include "format/gguf_writer.h"
+#include "quant/blocks.h"
+#include "util/error.h"
+
+namespace llada::tools {
+namespace {
+
+// GPT-2's printable stand-in for each byte (the byte-level BPE alphabet).
+std::string byte_token(int b) {
+    auto utf8 = [](uint32_t cp) {
+        std::string s;
+        if (cp < 0x80) {
+            s += static_cast<char>(cp);
+        } else {
+            s += static_cast<char>(0xc0 | (cp >> 6));
+            s += static_cast<char>(0x80 | (cp & 0x3f));
+        }
+        return s;
+    };
+    const bool printable = (b >= '!' && b <= '~') || (b >= 0xa1 && b <= 0xac) || b >= 0xae;
+    if (printable) return utf8(static_cast<uint32_t>(b));
+    // The others map to 256 + their rank among the non-printable bytes.
+    int rank = 0;
+    for (int c = 0; c < b; ++c) {
+        const bool p = (c >= '!' && c <= '~') || (c >= 0xa1 && c <= 0xac) || c >= 0xae;
+        rank += !p;
+    }
+    return utf8(256u + static_cast<uint32_t>(rank));
+}
+
+uint64_t mix(uint64_t z) {
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+// Fills `n` floats uniform in [-a, a] from a stream keyed by (seed, tensor, row).
+void random_row(uint64_t key, float a, float* out, int64_t n) {
+    uint64_t s = mix(key);
+    for (int64_t i = 0; i < n; ++i) {
+        s = mix(s);
+        const float u = static_cast<float>(s >> 40) * (1.0f / 16777216.0f);  // [0, 1)
+        out[i] = (2.0f * u - 1.0f) * a;
+    }
+}
+
+uint32_t file_type(format::TensorType t) {
+    switch (t) {
+        case format::TensorType::F32:
+            return 0;
+        case format::TensorType::F16:
+            return 1;
+        case format::TensorType::Q4_0:
+            return 2;
+        case format::TensorType::Q8_0:
+            return 7;
+        case format::TensorType::BF16:
+            return 32;
+    }
+    return 0;
+}
+
+// Converts rows in parallel: row r of the output gets produce(r, scratch) quantised to `type`.
+template <typename Produce>
+format::GgufWriter::Fill rows_fill(format::TensorType type, int64_t n_rows, int64_t n_cols,
+                                   runtime::ThreadPool& pool, Produce produce) {
+    return [=, &pool](uint8_t* dst, size_t) {
+        const size_t rb = quant::row_bytes(type, n_cols);
+        const int64_t chunk = std::max<int64_t>(1, n_rows / (pool.size() * 8));
+        const int64_t tasks = (n_rows + chunk - 1) / chunk;
+        pool.parallel_for(tasks, [&](int64_t t, int) {
+            std::vector<float> row(static_cast<size_t>(n_cols));
+            for (int64_t r = t * chunk; r < std::min(n_rows, (t + 1) * chunk); ++r) {
+                produce(r, row.data());
+                quant::quantize_row(type, row.data(), dst + r * rb, n_cols);
+            }
+        });
+    };
+}
+
+}  // namespace
+
+int64_t SyntheticShape::n_params() const {
+    const int64_t hd = n_embd / n_head;
+    const int64_t per_layer =
+        n_embd * (n_head * hd) * 2 + n_embd * (n_kv_head * hd) * 2 + 3 * n_embd * n_ff + 2 * n_embd;
+    return n_layer * per_layer + 2 * n_vocab * n_embd + n_embd;
+}
+
+SyntheticShape parse_shape(const std::string& spec) {
+    SyntheticShape s;
+    std::stringstream ss(spec);
+    std::string item;
+    bool first = true;
+    while (std::getline(ss, item, ',')) {
+        if (first && item.find('=') == std::string::npos) {
+            if (item == "tiny") {
+            } else if (item == "1b") {
+                s.n_layer = 16;
+                s.n_embd = 2048;
+                s.n_head = s.n_kv_head = 16;
+                s.n_ff = 5632;
+                s.n_vocab = 32000;
+            } else if (item == "8b") {
+                s.n_layer = 32;
+                s.n_embd = 4096;
+                s.n_head = s.n_kv_head = 32;
+                s.n_ff = 12288;
+                s.n_vocab = 126464;
+            } else {
+                throw Error("unknown shape preset '" + item + "' (tiny, 1b, 8b)");
+            }
+            first = false;
+            continue;
+        }
+        first = false;
+        const auto eq = item.find('=');
+        if (eq == std::string::npos) throw Error("shape item '" + item + "' is not key=value");
+        const std::string key = item.substr(0, eq), val = item.substr(eq + 1);
+        if (key == "arch") {
+            if (val != "llada" && val != "llama") throw Error("shape arch must be llada or llama");
+            s.arch = val;
+            continue;
+        }
+        char* end = nullptr;
+        const long long v = std::strtoll(val.c_str(), &end, 10);
+        if (val.empty() || *end != '\0' || v <= 0 || v > (1ll << 30)) {
+            throw Error("shape value '" + item + "' is not a positive integer");
+        }
+        if (key == "layers") {
+            s.n_layer = static_cast<int>(v);
+        } else if (key == "d") {
+            s.n_embd = v;
+        } else if (key == "heads") {
+            s.n_head = s.n_kv_head = v;
+        } else if (key == "kv_heads") {
+            s.n_kv_head = v;
+        } else if (key == "ffn") {
+            s.n_ff = v;
+        } else if (key == "vocab") {
+            s.n_vocab = v;
+        } else if (key == "ctx") {
+            s.n_ctx = static_cast<int>(v);
+        } else {
+            throw Error("unknown shape key '" + key +
+                        "' (layers, d, heads, kv_heads, ffn, vocab, ctx, arch)");
+        }
+    }
+    if (s.n_embd % s.n_head != 0 || s.n_head % s.n_kv_head != 0) {
+        throw Error("shape: d must be a multiple of heads, and heads of kv_heads");
+    }
+    if (s.n_embd % 32 != 0 || s.n_ff % 32 != 0) {
+        throw Error("shape: d and ffn must be multiples of 32 (the quantisation block)");
+    }
+    if (s.n_vocab < 300) throw Error("shape: vocab must be at least 300 (bytes + specials)");
+    return s;
+}
+
+format::TensorType parse_type(const std::string& name) {
+    std::string u = name;
+    for (char& c : u)
+        c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    for (auto t : {format::TensorType::F32, format::TensorType::F16, format::TensorType::BF16,
+                   format::TensorType::Q8_0, format::TensorType::Q4_0}) {
+        if (u == format::tensor_type_info(t).name) return t;
+    }
+    throw Error("unknown weight type '" + name + "' (F32, F16, BF16, Q8_0, Q4_0)");
+}
+
+void write_synthetic(const SyntheticShape& s, format::TensorType type, uint64_t seed,
+                     const std::string& path, runtime::ThreadPool& pool) {
+    format::GgufWriter w;
+    const std::string a = s.arch;
+    const int64_t hd = s.n_embd / s.n_head;
+    w.set_string("general.architecture", a);
+    w.set_string("general.name", "synthetic-" + a + "-" + std::to_string(s.n_layer) + "L-" +
+                                     std::to_string(s.n_embd) + "d");
+    w.set_u32("general.file_type", file_type(type));
+    w.set_u32(a + ".block_count", static_cast<uint32_t>(s.n_layer));
+    w.set_u32(a + ".context_length", static_cast<uint32_t>(s.n_ctx));
+    w.set_u32(a + ".embedding_length", static_cast<uint32_t>(s.n_embd));
+    w.set_u32(a + ".feed_forward_length", static_cast<uint32_t>(s.n_ff));
+    w.set_u32(a + ".attention.head_count", static_cast<uint32_t>(s.n_head));
+    w.set_u32(a + ".attention.head_count_kv", static_cast<uint32_t>(s.n_kv_head));
+    w.set_f32(a + ".attention.layer_norm_rms_epsilon", 1e-5f);
+    w.set_f32(a + ".rope.freq_base", s.rope_base);
+    w.set_u32(a + ".rope.dimension_count", static_cast<uint32_t>(hd));
+    w.set_u32(a + ".vocab_size", static_cast<uint32_t>(s.n_vocab));
+    if (a == "llada") {
+        w.set_bool(a + ".attention.causal", false);
+        w.set_bool("diffusion.shift_logits", false);
+    }
+    // Vocabulary: bytes, fillers, and the specials (LLaDA-8B's ids for its vocabulary size).
+    const bool llada8b = s.n_vocab == 126464;
+    const int64_t V = s.n_vocab;
+    struct Special {
+        const char* text;
+        int64_t id;
+    };
+    const Special specials[] = {
+        {"<|startoftext|>", llada8b ? 126080 : V - 6},
+        {"<|endoftext|>", llada8b ? 126081 : V - 5},
+        {"<|mdm_mask|>", llada8b ? 126336 : V - 1},
+        {"<|start_header_id|>", llada8b ? 126346 : V - 4},
+        {"<|end_header_id|>", llada8b ? 126347 : V - 3},
+        {"<|eot_id|>", llada8b ? 126348 : V - 2},
+    };
+    std::vector<std::string> tokens(static_cast<size_t>(V));
+    std::vector<int32_t> types(static_cast<size_t>(V), 5);  // UNUSED fillers
+    for (int b = 0; b < 256; ++b) {
+        tokens[b] = byte_token(b);
+        types[b] = 1;
+    }
+    for (int64_t i = 256; i < V; ++i)
+        tokens[i] = "<|reserved_" + std::to_string(i) + "|>";
+    for (const auto& sp : specials) {
+        tokens[sp.id] = sp.text;
+        types[sp.id] = 3;  // CONTROL
+    }
+    w.set_string("tokenizer.ggml.model", "gpt2");
+    w.set_string("tokenizer.ggml.pre", "gpt-2");
+    w.set_array_string("tokenizer.ggml.tokens", tokens);
+    w.set_array_i32("tokenizer.ggml.token_type", types);
+    w.set_array_string("tokenizer.ggml.merges", {});
+    w.set_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(specials[0].id));
+    w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(specials[1].id));
+    w.set_u32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(specials[1].id));
+    w.set_u32("tokenizer.ggml.mask_token_id", static_cast<uint32_t>(specials[2].id));
+    w.set_u32("tokenizer.ggml.eot_token_id", static_cast<uint32_t>(specials[5].id));
+    w.set_bool("tokenizer.ggml.add_bos_token", true);
+
+    // Uniform in [-a, a] has standard deviation a / sqrt(3) = 0.02.
+    const float amp = 0.02f * std::sqrt(3.0f);
+    uint64_t tensor_index = 0;
+    auto matrix = [&](const std::string& name, int64_t n_cols, int64_t n_rows) {
+        const uint64_t key = mix(seed) ^ mix(++tensor_index * 0x100000001b3ull);
+        w.add_tensor(name, type, {static_cast<uint64_t>(n_cols), static_cast<uint64_t>(n_rows)},
+                     rows_fill(type, n_rows, n_cols, pool, [=](int64_t r, float* row) {
+                         random_row(key ^ mix(static_cast<uint64_t>(r)), amp, row, n_cols);
+                     }));
+    };
+    auto ones = [&](const std::string& name, int64_t n) {
+        std::vector<float> v(static_cast<size_t>(n), 1.0f);
+        std::vector<uint8_t> b(v.size() * 4);
+        std::memcpy(b.data(), v.data(), b.size());
+        w.add_tensor(name, format::TensorType::F32, {static_cast<uint64_t>(n)}, b);
+    };
+    matrix("token_embd.weight", s.n_embd, V);
+    ones("output_norm.weight", s.n_embd);
+    matrix("output.weight", s.n_embd, V);
+    for (int l = 0; l < s.n_layer; ++l) {
+        const std::string p = "blk." + std::to_string(l) + ".";
+        ones(p + "attn_norm.weight", s.n_embd);
+        matrix(p + "attn_q.weight", s.n_embd, s.n_head * hd);
+        matrix(p + "attn_k.weight", s.n_embd, s.n_kv_head * hd);
+        matrix(p + "attn_v.weight", s.n_embd, s.n_kv_head * hd);
+        matrix(p + "attn_output.weight", s.n_head * hd, s.n_embd);
+        ones(p + "ffn_norm.weight", s.n_embd);
+        matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff);
+        matrix(p + "ffn_up.weight", s.n_embd, s.n_ff);
+        matrix(p + "ffn_down.weight", s.n_ff, s.n_embd);
+    }
+    w.write(path);
+}
+
+void requantize(const std::string& in, const std::string& out, format::TensorType type,
+                runtime::ThreadPool& pool) {
+    auto f = format::GgufFile::open(in);
+    format::GgufWriter w;
+    for (const auto& kv : f->kvs())
+        w.copy_kv(kv);
+    w.set_u32("general.file_type", file_type(type));
+    for (const auto& t : f->tensors()) {
+        std::vector<uint64_t> ne(t.ne, t.ne + t.n_dims);
+        if (t.n_dims != 2) {
+            w.add_tensor(t.name, t.type, ne, std::vector<uint8_t>(t.data, t.data + t.n_bytes));
+            continue;
+        }
+        const auto& info = format::tensor_type_info(type);
+        if (t.ne[0] % info.block_elems != 0) {
+            throw Error("tensor '" + t.name + "' has rows of " + std::to_string(t.ne[0]) +
+                        " values, not a multiple of " + info.name + "'s block size " +
+                        std::to_string(info.block_elems));
+        }
+        const int64_t cols = static_cast<int64_t>(t.ne[0]);
+        const size_t in_rb = quant::row_bytes(t.type, cols);
+        const uint8_t* src = t.data;
+        const format::TensorType src_type = t.type;
+        w.add_tensor(
+            t.name, type, ne,
+            rows_fill(type, static_cast<int64_t>(t.ne[1]), cols, pool, [=](int64_t r, float* row) {
+                quant::dequantize_row(src_type, src + r * in_rb, row, cols);
+            }));
+    }
+    w.write(out);
+}
+
+}  // namespace llada::tools
