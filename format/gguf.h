@@ -83,6 +83,11 @@ class GgufFile {
     const std::vector<GgufTensor>& tensors() const { return tensors_; }
 
     const GgufValue* find(std::string_view key) const;
+    // Drops a tensor's pages from the resident set (after it was copied or repacked); a no-op for
+    // files parsed from memory.
+    void release(const GgufTensor& t) const {
+        if (map_) map_->release(t.data, t.n_bytes);
+    }
     const GgufTensor* find_tensor(std::string_view name) const;
 
     // Typed accessors. `get_*` throw when the key is missing or has an incompatible type;

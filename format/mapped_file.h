@@ -17,6 +17,9 @@ class MappedFile {
     MappedFile& operator=(const MappedFile&) = delete;
 
     const uint8_t* data() const { return data_; }
+    // Tells the kernel the pages fully inside [p, p + n) will not be needed soon, so they leave
+    // the resident set (they are read back from the file if touched again).
+    void release(const uint8_t* p, size_t n) const;
     size_t size() const { return size_; }
 
   private:

@@ -22,6 +22,9 @@ struct WeightView {
     int64_t n_rows = 0;
     int64_t n_cols = 0;
     size_t row_bytes = 0;
+    // Q4_0 / Q8_0: the same weights repacked for the CPU kernels (quant/packed.h), starting at
+    // row 0 of this view (a view of rows [v0, ...) needs v0 % 4 == 0).
+    const uint8_t* packed = nullptr;
     const uint8_t* row(int64_t n) const { return data + static_cast<size_t>(n) * row_bytes; }
 };
 
@@ -35,16 +38,17 @@ ActKind act_kind_for(format::TensorType weight_type);
 // y = x rounded to fp16 / bf16 precision, kept as float32.
 void round_rows_fp16(const float* x, float* y, int64_t k, int64_t r0, int64_t r1);
 void round_rows_bf16(const float* x, float* y, int64_t k, int64_t r0, int64_t r1);
-// Each row of k floats (k % 32 == 0) becomes k/32 Q8_0 blocks.
-void quantize_rows_q8_0(const float* x, quant::BlockQ8_0* y, int64_t k, int64_t r0, int64_t r1);
+// Each row of k floats (k % 32 == 0) becomes a quant::ActLayout row: int8 values with one
+// fp16-rounded scale per 32 (llama.cpp's Q8_0 activation quantisation).
+void quantize_acts(const float* x, uint8_t* out, int64_t k, int64_t r0, int64_t r1);
 
 // --- matmul: y[m][n] = sum_k x[m][k] * W[n][k] for m in [0, m_rows), n in [n0, n1) ---
 // x is float32 (already rounded for F16/BF16 weights); W is F32, F16 or BF16.
 void matmul_float(const float* x, int64_t m_rows, const WeightView& w, float* y, int64_t ldy,
                   int64_t n0, int64_t n1);
-// xq holds m_rows rows of W.n_cols/32 Q8_0 blocks; W is Q8_0 or Q4_0.
-void matmul_q8(const quant::BlockQ8_0* xq, int64_t m_rows, const WeightView& w, float* y,
-               int64_t ldy, int64_t n0, int64_t n1);
+// xq holds m_rows quant::ActLayout rows; W is Q8_0 or Q4_0 with `packed` set; n0 % 4 == 0.
+void matmul_q8(const uint8_t* xq, int64_t m_rows, const WeightView& w, float* y, int64_t ldy,
+               int64_t n0, int64_t n1);
 
 // --- row-wise ops on rows [r0, r1) of row-major matrices with `k` columns ---
 // y = x / sqrt(mean(x^2) + eps) * w

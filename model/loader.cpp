@@ -1,10 +1,12 @@
 // Loading a model from GGUF: the architecture table, hyper-parameters and weight views, each
 // checked against the file with an error that names the key or tensor.
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "model/model.h"
 #include "quant/blocks.h"
+#include "quant/packed.h"
 #include "util/error.h"
 
 namespace llada::model {
@@ -42,16 +44,23 @@ std::string shape_str(const uint64_t* ne, uint32_t n) {
 
 }  // namespace
 
-std::unique_ptr<Model> Model::load(const std::string& path) {
-    return from_gguf(format::GgufFile::open(path));
+std::unique_ptr<Model> Model::load(const std::string& path, runtime::ThreadPool* pool) {
+    return from_gguf(format::GgufFile::open(path), pool);
 }
 
-std::unique_ptr<Model> Model::from_gguf(std::unique_ptr<format::GgufFile> file) {
+std::unique_ptr<Model> Model::from_gguf(std::unique_ptr<format::GgufFile> file,
+                                        runtime::ThreadPool* pool) {
     std::unique_ptr<Model> m(new Model());
     m->file_ = std::move(file);
+    m->load_pool_ = pool;
     m->load_hparams();
-    m->load_weights();
+    m->load_weights(pool);
+    m->load_pool_ = nullptr;
     return m;
+}
+
+void Model::AlignedFree::operator()(uint8_t* p) const {
+    std::free(p);
 }
 
 void Model::load_hparams() {
@@ -143,6 +152,28 @@ kernels::WeightView Model::matrix(const std::string& name, int64_t n_cols, int64
     w.row_bytes = quant::row_bytes(t->type, n_cols);
     n_params_ += n_rows * n_cols;
     weight_bytes_ += t->n_bytes;
+    if (t->type == format::TensorType::Q4_0 || t->type == format::TensorType::Q8_0) {
+        // Repack once for the CPU kernels, then let the file's pages go: after this the
+        // matrix is read only from the packed copy (the embedding reads single rows).
+        const quant::PackedLayout l = quant::packed_layout(t->type, n_rows, n_cols);
+        const size_t bytes = (l.total_bytes() + 63) / 64 * 64;
+        uint8_t* buf = static_cast<uint8_t*>(std::aligned_alloc(64, bytes));
+        if (!buf) throw Error("out of memory repacking tensor '" + name + "'");
+        packed_.emplace_back(buf);
+        auto pack = [&](int64_t g0, int64_t g1) {
+            quant::pack_groups(l, t->data, w.row_bytes, g0, g1, buf + g0 * l.group_bytes);
+        };
+        if (load_pool_) {
+            const int64_t chunk = std::max<int64_t>(1, l.n_groups / (load_pool_->size() * 8));
+            load_pool_->parallel_for((l.n_groups + chunk - 1) / chunk, [&](int64_t c, int) {
+                pack(c * chunk, std::min(l.n_groups, (c + 1) * chunk));
+            });
+        } else {
+            pack(0, l.n_groups);
+        }
+        w.packed = buf;
+        file_->release(*t);
+    }
     return w;
 }
 
@@ -160,7 +191,7 @@ std::vector<float> Model::vector(const std::string& name, int64_t n) {
     return v;
 }
 
-void Model::load_weights() {
+void Model::load_weights(runtime::ThreadPool*) {
     const format::GgufTensor* embd = file_->find_tensor("token_embd.weight");
     if (!embd) throw Error("model '" + file_->path() + "': tensor 'token_embd.weight' is missing");
     if (embd->n_dims != 2) {

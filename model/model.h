@@ -41,10 +41,13 @@ struct LayerWeights {
 
 class Model {
   public:
-    // Loads any supported architecture; throws llada::Error naming what is wrong.
-    static std::unique_ptr<Model> load(const std::string& path);
+    // Loads any supported architecture; throws llada::Error naming what is wrong. Load-time
+    // work (repacking quantised weights) runs on `pool` when one is given.
+    static std::unique_ptr<Model> load(const std::string& path,
+                                       runtime::ThreadPool* pool = nullptr);
     // Takes ownership of an already parsed file (tests, tools that inspect first).
-    static std::unique_ptr<Model> from_gguf(std::unique_ptr<format::GgufFile> file);
+    static std::unique_ptr<Model> from_gguf(std::unique_ptr<format::GgufFile> file,
+                                            runtime::ThreadPool* pool = nullptr);
 
     const Hparams& hparams() const { return hp_; }
     const format::GgufFile& gguf() const { return *file_; }
@@ -61,7 +64,7 @@ class Model {
   private:
     Model() = default;
     void load_hparams();
-    void load_weights();
+    void load_weights(runtime::ThreadPool* pool);
     kernels::WeightView matrix(const std::string& name, int64_t n_cols, int64_t n_rows);
     std::vector<float> vector(const std::string& name, int64_t n);
 
@@ -70,6 +73,12 @@ class Model {
     kernels::WeightView token_embd_, output_;
     std::vector<float> output_norm_;
     std::vector<LayerWeights> layers_;
+    // Q4_0 / Q8_0 matrices repacked for the CPU kernels (quant/packed.h), owned here.
+    struct AlignedFree {
+        void operator()(uint8_t* p) const;
+    };
+    std::vector<std::unique_ptr<uint8_t, AlignedFree>> packed_;
+    runtime::ThreadPool* load_pool_ = nullptr;
     // RoPE tables [n_ctx][n_rot/2], computed once in double precision.
     std::vector<float> rope_cos_, rope_sin_;
     int64_t n_params_ = 0;

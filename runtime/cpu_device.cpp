@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "quant/blocks.h"
+#include "quant/packed.h"
 #include "runtime/device.h"
 #include "runtime/memory_planner.h"
 
@@ -134,8 +135,7 @@ class CpuDevice : public Device {
                             kernels::round_rows_bf16(x, cp.f32(op.out), k, lo, hi);
                             break;
                         case kernels::ActKind::Q8_0:
-                            kernels::quantize_rows_q8_0(
-                                x, reinterpret_cast<quant::BlockQ8_0*>(cp.data(op.out)), k, lo, hi);
+                            kernels::quantize_acts(x, cp.data(op.out), k, lo, hi);
                             break;
                         case kernels::ActKind::F32:
                             assert(false);
@@ -147,15 +147,18 @@ class CpuDevice : public Device {
                 const int64_t m = rows_of(op.out);
                 const int64_t n = op.weight.n_rows;
                 float* y = cp.f32(op.out);
-                parallel_ranges(n, m * op.weight.n_cols, [&](int64_t lo, int64_t hi) {
-                    if (op.act == kernels::ActKind::Q8_0) {
-                        kernels::matmul_q8(
-                            reinterpret_cast<const quant::BlockQ8_0*>(cp.data(op.in0)), m,
-                            op.weight, y, n, lo, hi);
-                    } else {
+                if (op.act == kernels::ActKind::Q8_0) {
+                    // Packed weights come in groups of 4 rows: split on group boundaries.
+                    const int64_t groups = (n + 3) / 4;
+                    parallel_ranges(groups, 4 * m * op.weight.n_cols, [&](int64_t lo, int64_t hi) {
+                        kernels::matmul_q8(cp.data(op.in0), m, op.weight, y, n, 4 * lo,
+                                           std::min(n, 4 * hi));
+                    });
+                } else {
+                    parallel_ranges(n, m * op.weight.n_cols, [&](int64_t lo, int64_t hi) {
                         kernels::matmul_float(cp.f32(op.in0), m, op.weight, y, n, lo, hi);
-                    }
-                });
+                    });
+                }
                 return;
             }
             case OpKind::AddBias: {
@@ -249,11 +252,16 @@ class CpuDevice : public Device {
                     kernels::WeightView wc = op.weight;
                     wc.data = op.weight.row(v0);
                     wc.n_rows = len;
+                    if (op.weight.packed) {
+                        wc.packed =
+                            op.weight.packed + (v0 / 4) * quant::packed_layout(op.weight.type,
+                                                                               op.weight.n_rows,
+                                                                               op.weight.n_cols)
+                                                              .group_bytes;
+                    }
                     float* logits = cp.lm_scratch.data() + thread * max_m * kLmChunk;
                     if (op.act == kernels::ActKind::Q8_0) {
-                        kernels::matmul_q8(
-                            reinterpret_cast<const quant::BlockQ8_0*>(cp.data(op.in0)), m, wc,
-                            logits, kLmChunk, 0, len);
+                        kernels::matmul_q8(cp.data(op.in0), m, wc, logits, kLmChunk, 0, len);
                     } else {
                         kernels::matmul_float(cp.f32(op.in0), m, wc, logits, kLmChunk, 0, len);
                     }

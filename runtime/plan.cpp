@@ -3,7 +3,7 @@
 
 #include <cassert>
 
-#include "quant/blocks.h"
+#include "quant/packed.h"
 
 namespace llada::runtime {
 
@@ -89,9 +89,8 @@ int PlanBuilder::prepared_input(int x, const kernels::WeightView& w) {
     for (const auto& [key, t] : prepared_) {
         if (key.first == x && key.second == act) return t;
     }
-    const size_t rb = act == kernels::ActKind::Q8_0
-                          ? quant::row_bytes(format::TensorType::Q8_0, in.cols)
-                          : sizeof(float) * static_cast<size_t>(in.cols);
+    const size_t rb = act == kernels::ActKind::Q8_0 ? quant::act_layout(in.cols).row_bytes
+                                                    : sizeof(float) * static_cast<size_t>(in.cols);
     Op prep{OpKind::PrepareActs};
     prep.in0 = x;
     prep.act = act;

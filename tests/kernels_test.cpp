@@ -13,6 +13,7 @@
 #include "kernels/reference.h"
 #include "quant/blocks.h"
 #include "quant/fp16.h"
+#include "quant/packed.h"
 
 using namespace llada;
 using namespace llada::kernels;
@@ -93,7 +94,7 @@ TEST(Kernels, ActivationPreparationMatchesScalarExactly) {
     for (int j = 0; j < 32; ++j)
         x[32 + j] = 0.0f;  // an all-zero block: scale 0
     std::vector<float> a(x.size()), b(x.size());
-    std::vector<quant::BlockQ8_0> qa(rows * k / 32), qb(rows * k / 32);
+    std::vector<quant::BlockQ8_0> qb(rows * k / 32);
     ref::round_rows_fp16(x.data(), b.data(), k, 0, rows);
     ref::quantize_rows_q8_0(x.data(), qb.data(), k, 0, rows);
     for_each_target([&] {
@@ -103,11 +104,22 @@ TEST(Kernels, ActivationPreparationMatchesScalarExactly) {
         std::vector<float> c(x.size());
         ref::round_rows_bf16(x.data(), c.data(), k, 0, rows);
         EXPECT_EQ(a, c);
-        quantize_rows_q8_0(x.data(), qa.data(), k, 0, rows);
-        for (size_t i = 0; i < qa.size(); ++i) {
-            ASSERT_EQ(qa[i].d, qb[i].d) << i;
-            for (int j = 0; j < 32; ++j)
-                ASSERT_EQ(qa[i].qs[j], qb[i].qs[j]) << i << "," << j;
+        // The packed activation layout holds the same values and scales as Q8_0 blocks.
+        const quant::ActLayout al = quant::act_layout(k);
+        std::vector<uint8_t> packed(al.row_bytes * rows);
+        quantize_acts(x.data(), packed.data(), k, 0, rows);
+        for (int64_t r = 0; r < rows; ++r) {
+            const auto* qs = reinterpret_cast<const int8_t*>(packed.data() + r * al.row_bytes);
+            const auto* d =
+                reinterpret_cast<const float*>(packed.data() + r * al.row_bytes + al.qs_bytes);
+            for (int64_t b = 0; b < k / 32; ++b) {
+                const auto& want = qb[r * (k / 32) + b];
+                ASSERT_EQ(d[b], quant::fp16_to_fp32(want.d)) << r << "," << b;
+                for (int j = 0; j < 32; ++j)
+                    ASSERT_EQ(qs[b * 32 + j], want.qs[j]);
+            }
+            for (int64_t i = k; i < static_cast<int64_t>(al.qs_bytes); ++i)
+                ASSERT_EQ(qs[i], 0);
         }
     });
 }
@@ -150,25 +162,37 @@ TEST(Kernels, MatmulFloatFormatsMatchScalarTwin) {
     }
 }
 
-// Quantised matmuls: integer block sums are exact, so the only error is the float32
-// accumulation of K/32 scaled block sums.
+// Quantised matmuls on the packed layout against the scalar twin on llama.cpp's blocks: integer
+// block sums are exact on both sides, so the only error is the float32 accumulation of K/32
+// scaled block sums. Shapes cover a partial row group (n % 4 != 0), an odd number of blocks
+// (a padded block pair) and every row-tile remainder.
 TEST(Kernels, MatmulQuantisedFormatsMatchScalarTwin) {
     for (TensorType t : {TensorType::Q8_0, TensorType::Q4_0}) {
-        const int64_t n = 29, m = 3, k = 160;
-        Weights w = make_weights(t, n, k, 11);
-        auto x = random_vec(static_cast<size_t>(m * k), 5);
-        std::vector<quant::BlockQ8_0> xq(m * k / 32);
-        ref::quantize_rows_q8_0(x.data(), xq.data(), k, 0, m);
-        std::vector<float> want(m * n), got(m * n);
-        ref::matmul_q8(xq.data(), m, w.view, want.data(), n, 0, n);
-        for_each_target([&] {
-            matmul_q8(xq.data(), m, w.view, got.data(), n, 0, 13);
-            matmul_q8(xq.data(), m, w.view, got.data(), n, 13, n);
-            for (size_t i = 0; i < got.size(); ++i) {
-                ASSERT_NEAR(got[i], want[i], 1e-5f * (1.0f + std::fabs(want[i])))
-                    << format::tensor_type_info(t).name << " i=" << i;
-            }
-        });
+        for (int64_t m : {1, 2, 3, 5, 8}) {
+            const int64_t n = 30, k = 160;
+            Weights w = make_weights(t, n, k, 11);
+            const quant::PackedLayout l = quant::packed_layout(t, n, k);
+            std::vector<uint8_t> packed(l.total_bytes());
+            quant::pack_groups(l, w.bytes.data(), w.view.row_bytes, 0, l.n_groups, packed.data());
+            w.view.packed = packed.data();
+            auto x = random_vec(static_cast<size_t>(m * k), 5);
+            std::vector<quant::BlockQ8_0> xq(m * k / 32);
+            ref::quantize_rows_q8_0(x.data(), xq.data(), k, 0, m);
+            std::vector<float> want(m * n), got(m * n);
+            ref::matmul_q8(xq.data(), m, w.view, want.data(), n, 0, n);
+            const quant::ActLayout al = quant::act_layout(k);
+            std::vector<uint8_t> xa(al.row_bytes * m);
+            quantize_acts(x.data(), xa.data(), k, 0, m);
+            for_each_target([&] {
+                std::fill(got.begin(), got.end(), NAN);
+                matmul_q8(xa.data(), m, w.view, got.data(), n, 0, 12);
+                matmul_q8(xa.data(), m, w.view, got.data(), n, 12, n);
+                for (size_t i = 0; i < got.size(); ++i) {
+                    ASSERT_NEAR(got[i], want[i], 1e-5f * (1.0f + std::fabs(want[i])))
+                        << format::tensor_type_info(t).name << " m=" << m << " i=" << i;
+                }
+            });
+        }
     }
 }
 
