@@ -85,6 +85,10 @@ DiffusionConfig configure(const std::string& name, const GenerateOptions& opt) {
     return c;
 }
 
+int steps_per_block_of(const GenerateOptions& o) {
+    return o.steps / (o.gen / o.block);
+}
+
 class DiffusionPolicy : public Policy {
   public:
     DiffusionPolicy(const std::string& name, const model::Model& model, runtime::Device& device,
@@ -104,8 +108,8 @@ class DiffusionPolicy : public Policy {
     // Candidates and confidences for the rows in `need` (window row indices `rows`).
     void predict(model::Session& session, const runtime::Batch& batch,
                  const std::vector<int32_t>& need, int L, NoiseSource& noise);
-    // Indices into need_/cand_ of the positions to commit this step.
-    std::vector<int> choose(int scheduled) const;
+    // Indices into need_/cand_ of the positions to commit this step, into chosen_.
+    void choose(int scheduled);
 
     const model::Model& model_;
     runtime::Device& device_;
@@ -114,6 +118,7 @@ class DiffusionPolicy : public Policy {
     DiffusionConfig cfg_;
     std::vector<Candidate> cand_;
     std::vector<float> guided_;
+    std::vector<int> chosen_;
 };
 
 void DiffusionPolicy::predict(model::Session& session, const runtime::Batch& batch,
@@ -164,16 +169,15 @@ void DiffusionPolicy::predict(model::Session& session, const runtime::Batch& bat
     }
 }
 
-std::vector<int> DiffusionPolicy::choose(int scheduled) const {
+void DiffusionPolicy::choose(int scheduled) {
     switch (cfg_.rule) {
         case Rule::Schedule:
-            return select_top_k(cand_, scheduled);
+            return select_top_k(cand_, scheduled, chosen_);
         case Rule::Threshold:
-            return select_by_threshold(cand_, opt_.threshold);
+            return select_by_threshold(cand_, opt_.threshold, chosen_);
         case Rule::Factor:
-            return select_by_factor(cand_, opt_.factor);
+            return select_by_factor(cand_, opt_.factor, chosen_);
     }
-    return {};
 }
 
 GenerateResult DiffusionPolicy::generate(std::span<const int32_t> prompt,
@@ -201,6 +205,15 @@ GenerateResult DiffusionPolicy::generate(std::span<const int32_t> prompt,
 
     std::vector<int32_t> tokens(n_seq * L), pos(n_seq * L), seq(n_seq * L);
     std::vector<int32_t> out_rows, kv_len(n_seq, L), need, committed;
+    // Everything a step touches is sized here, so the denoising loop allocates nothing.
+    need.reserve(L);
+    committed.reserve(L);
+    out_rows.reserve(static_cast<size_t>(n_seq) * L);
+    cand_.reserve(L);
+    chosen_.reserve(L);
+    res.steps.reserve(static_cast<size_t>(opt_.steps + opt_.gen));
+    std::vector<int> schedule;
+    schedule.reserve(static_cast<size_t>(steps_per_block_of(opt_)));
     const int n_blocks = opt_.gen / opt_.block;
     const int steps_per_block = opt_.steps / n_blocks;
     int global_step = 0;
@@ -213,7 +226,7 @@ GenerateResult DiffusionPolicy::generate(std::span<const int32_t> prompt,
                 m += x[p] == ids_.mask;
             return m;
         };
-        const std::vector<int> schedule = num_transfer_tokens(block_masked(), steps_per_block);
+        num_transfer_tokens(block_masked(), steps_per_block, schedule);
         for (int i = 0;; ++i, ++global_step) {
             if (cfg_.exact_reference ? i >= steps_per_block : block_masked() == 0) break;
             const auto ts = std::chrono::steady_clock::now();
@@ -261,7 +274,8 @@ GenerateResult DiffusionPolicy::generate(std::span<const int32_t> prompt,
                             ": the model predicts only the mask token");
             }
             committed.clear();
-            for (int r : choose(scheduled)) {
+            choose(scheduled);
+            for (int r : chosen_) {
                 x[need[r]] = cand_[r].token;
                 committed.push_back(need[r]);
             }

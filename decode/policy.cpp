@@ -47,10 +47,15 @@ std::unique_ptr<Policy> make_policy(const std::string& name, const model::Model&
     throw Error("unknown policy '" + name + "' (available: " + known + ")");
 }
 
-std::vector<int> num_transfer_tokens(int masked, int steps) {
-    std::vector<int> n(steps, masked / steps);
+void num_transfer_tokens(int masked, int steps, std::vector<int>& out) {
+    out.assign(steps, masked / steps);
     for (int i = 0; i < masked % steps; ++i)
-        n[i] += 1;
+        out[i] += 1;
+}
+
+std::vector<int> num_transfer_tokens(int masked, int steps) {
+    std::vector<int> n;
+    num_transfer_tokens(masked, steps, n);
     return n;
 }
 

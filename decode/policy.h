@@ -107,5 +107,7 @@ std::unique_ptr<Policy> make_policy(const std::string& name, const model::Model&
 // LLaDA's get_num_transfer_tokens: how many of `masked` positions each of `steps` steps commits
 // (base = masked / steps, the first masked % steps steps one more).
 std::vector<int> num_transfer_tokens(int masked, int steps);
+// The same into `out` (its capacity reused).
+void num_transfer_tokens(int masked, int steps, std::vector<int>& out);
 
 }  // namespace llada::decode

@@ -50,45 +50,49 @@ float softmax_prob(const float* logits, int64_t n_vocab, int32_t token) {
     return static_cast<float>(std::exp(static_cast<double>(logits[token] - mx)) / sum);
 }
 
-std::vector<int> select_top_k(const std::vector<Candidate>& cand, int k) {
-    std::vector<int> idx(cand.size());
-    std::iota(idx.begin(), idx.end(), 0);
-    k = std::min<int>(k, static_cast<int>(idx.size()));
-    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int a, int b) {
+void select_top_k(const std::vector<Candidate>& cand, int k, std::vector<int>& out) {
+    out.resize(cand.size());
+    std::iota(out.begin(), out.end(), 0);
+    k = std::min<int>(k, static_cast<int>(out.size()));
+    std::partial_sort(out.begin(), out.begin() + k, out.end(), [&](int a, int b) {
         if (cand[a].confidence != cand[b].confidence) {
             return cand[a].confidence > cand[b].confidence;
         }
         return a < b;
     });
-    idx.resize(k);
-    std::sort(idx.begin(), idx.end());
-    return idx;
+    out.resize(k);
+    std::sort(out.begin(), out.end());
 }
 
 namespace {
 // The longest prefix of candidates by descending confidence (ties to the lower index) whose
 // n-th member passes need(n), n counted from 1; at least one.
 template <typename Need>
-std::vector<int> select_prefix(const std::vector<Candidate>& cand, Need need) {
-    std::vector<int> order(cand.size());
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(),
-                     [&](int a, int b) { return cand[a].confidence > cand[b].confidence; });
-    size_t n = order.empty() ? 0 : 1;
-    while (n < order.size() && cand[order[n]].confidence >= need(n + 1))
+void select_prefix(const std::vector<Candidate>& cand, Need need, std::vector<int>& out) {
+    out.resize(cand.size());
+    std::iota(out.begin(), out.end(), 0);
+    std::sort(out.begin(), out.end(), [&](int a, int b) {
+        if (cand[a].confidence != cand[b].confidence) {
+            return cand[a].confidence > cand[b].confidence;
+        }
+        return a < b;
+    });
+    size_t n = out.empty() ? 0 : 1;
+    while (n < out.size() && cand[out[n]].confidence >= need(n + 1))
         ++n;
-    order.resize(n);
-    std::sort(order.begin(), order.end());
-    return order;
+    out.resize(n);
+    std::sort(out.begin(), out.end());
 }
 }  // namespace
 
-std::vector<int> select_by_threshold(const std::vector<Candidate>& cand, double tau) {
-    return select_prefix(cand, [&](size_t) { return tau; });
+void select_by_threshold(const std::vector<Candidate>& cand, double tau, std::vector<int>& out) {
+    select_prefix(
+        cand, [&](size_t) { return tau; }, out);
 }
 
-std::vector<int> select_by_factor(const std::vector<Candidate>& cand, double factor) {
-    return select_prefix(cand, [&](size_t n) { return 1.0 - factor / static_cast<double>(n + 1); });
+void select_by_factor(const std::vector<Candidate>& cand, double factor, std::vector<int>& out) {
+    select_prefix(
+        cand, [&](size_t n) { return 1.0 - factor / static_cast<double>(n + 1); }, out);
 }
 
 void validate_common_options(const GenerateOptions& opt, const TokenIds& ids,

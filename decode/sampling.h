@@ -29,15 +29,15 @@ Candidate pick_candidate(const float* logits, int64_t n_vocab, double temperatur
 // softmax(logits)[token], accumulated in double.
 float softmax_prob(const float* logits, int64_t n_vocab, int32_t token);
 
-// Indices (into `cand`) of the k highest confidences, ties to the lower index; returned in
-// ascending index order.
-std::vector<int> select_top_k(const std::vector<Candidate>& cand, int k);
+// Indices (into `cand`) of the k highest confidences, ties to the lower index, written to `out`
+// in ascending index order (out's capacity is reused: no allocation once warm).
+void select_top_k(const std::vector<Candidate>& cand, int k, std::vector<int>& out);
 
 // Parallel commit rules over candidates (indices returned ascending, at least one if any):
 // every candidate with confidence >= tau, or by the factor rule the n-th most confident
 // (n = 1, 2, ...) needs >= 1 - factor / (n + 1).
-std::vector<int> select_by_threshold(const std::vector<Candidate>& cand, double tau);
-std::vector<int> select_by_factor(const std::vector<Candidate>& cand, double factor);
+void select_by_threshold(const std::vector<Candidate>& cand, double tau, std::vector<int>& out);
+void select_by_factor(const std::vector<Candidate>& cand, double factor, std::vector<int>& out);
 
 // Checks shared by all policies; throw llada::Error with the problem named.
 void validate_common_options(const GenerateOptions& opt, const TokenIds& ids,

@@ -4,10 +4,11 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "util/function_ref.h"
 
 namespace llada::runtime {
 
@@ -24,7 +25,7 @@ class ThreadPool {
     // Runs fn(task, thread) for task in [0, n_tasks), tasks handed out dynamically to the caller
     // (thread 0) and the workers (1 .. size()-1); returns when all are done. Not re-entrant: fn
     // must not call parallel_for. `thread` lets a task use per-thread scratch memory.
-    using Task = std::function<void(int64_t task, int thread)>;
+    using Task = FunctionRef<void(int64_t task, int thread)>;
     void parallel_for(int64_t n_tasks, const Task& fn);
 
   private:
@@ -41,7 +42,7 @@ class ThreadPool {
     std::atomic<int64_t> next_task_{0};
     std::atomic<int> busy_workers_{0};
     int64_t n_tasks_ = 0;
-    const Task* fn_ = nullptr;
+    const Task* fn_ = nullptr;  // valid while a parallel_for runs
     bool stop_ = false;
 };
 

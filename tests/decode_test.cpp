@@ -148,8 +148,11 @@ TEST(Schedule, NumTransferTokensMatchesTheReference) {
 
 TEST(Schedule, TopKTiesGoToTheLowerIndex) {
     std::vector<decode::Candidate> c = {{1, 0.5f}, {2, 0.9f}, {3, 0.5f}, {4, 0.1f}};
-    EXPECT_EQ(decode::select_top_k(c, 2), (std::vector<int>{0, 1}));
-    EXPECT_EQ(decode::select_top_k(c, 9), (std::vector<int>{0, 1, 2, 3}));
+    std::vector<int> out;
+    decode::select_top_k(c, 2, out);
+    EXPECT_EQ(out, (std::vector<int>{0, 1}));
+    decode::select_top_k(c, 9, out);
+    EXPECT_EQ(out, (std::vector<int>{0, 1, 2, 3}));
 }
 
 namespace {
@@ -330,14 +333,27 @@ TEST(Caches, DualComputesFewerRowsThanPrefixThanVanilla) {
 
 TEST(Threshold, CommitRules) {
     std::vector<decode::Candidate> c = {{1, 0.95f}, {2, 0.5f}, {3, 0.91f}, {4, 0.99f}};
-    EXPECT_EQ(decode::select_by_threshold(c, 0.9), (std::vector<int>{0, 2, 3}));
-    EXPECT_EQ(decode::select_by_threshold(c, 0.999), (std::vector<int>{3}));  // at least one
+    auto thr = [&](double tau) {
+        std::vector<int> out;
+        decode::select_by_threshold(c, tau, out);
+        return out;
+    };
+    auto fac = [&](double f) {
+        std::vector<int> out;
+        decode::select_by_factor(c, f, out);
+        return out;
+    };
+    EXPECT_EQ(thr(0.9), (std::vector<int>{0, 2, 3}));
+    EXPECT_EQ(thr(0.999), (std::vector<int>{3}));  // at least one
     // Factor 1: the n-th most confident needs 1 - 1/(n+1): 0.5, 0.667, 0.75, 0.8.
     // Sorted: 0.99 (n=1, always), 0.95 >= 0.667, 0.91 >= 0.75, 0.5 < 0.8.
-    EXPECT_EQ(decode::select_by_factor(c, 1.0), (std::vector<int>{0, 2, 3}));
-    // Factor 0.2: 0.9, 0.933, 0.95: 0.95 < 0.933? no -> stop after 0.95 passes? 0.95 >= 0.933.
-    EXPECT_EQ(decode::select_by_factor(c, 0.2), (std::vector<int>{0, 3}));
-    EXPECT_TRUE(decode::select_by_threshold({}, 0.9).empty());
+    EXPECT_EQ(fac(1.0), (std::vector<int>{0, 2, 3}));
+    // Factor 0.2: n = 2 needs 0.933, n = 3 needs 0.95. Sorted: 0.99 (always), 0.95 passes,
+    // 0.91 does not.
+    EXPECT_EQ(fac(0.2), (std::vector<int>{0, 3}));
+    std::vector<int> none;
+    decode::select_by_threshold({}, 0.9, none);
+    EXPECT_TRUE(none.empty());
 }
 
 TEST(Threshold, AtLeastOneCommitPerStepAndNeverOutsideTheBlock) {

@@ -190,6 +190,24 @@ std::pair<double, double> run_llama_diffusion(const std::string& bin, const std:
     return {wall, loop_ms / 1e3};
 }
 
+// llama.cpp's prompt processing of R tokens on the same file: tokens per second (avg_ts).
+double run_llama_bench(const std::string& bin, const std::string& model, int rows, int reps,
+                       int threads) {
+    std::ostringstream cmd;
+    cmd << "'" << bin << "' -m '" << model << "' -p " << rows << " -n 0 -r " << reps << " -t "
+        << threads << " -o jsonl";
+    auto [status, out] = run_command(cmd.str());
+    if (status != 0) throw Error("llama-bench failed:\n" + out.substr(0, 2000));
+    std::istringstream is(out);
+    std::string line;
+    while (std::getline(is, line)) {
+        if (line.empty() || line[0] != '{') continue;
+        auto j = nlohmann::json::parse(line, nullptr, false);
+        if (j.is_object() && j.contains("avg_ts")) return j["avg_ts"].get<double>();
+    }
+    throw Error("no result in llama-bench's output:\n" + out.substr(0, 2000));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
