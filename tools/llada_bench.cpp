@@ -233,6 +233,11 @@ int main(int argc, char** argv) {
         args.integer({"--prefix"}, "P", "cached prefix positions the rows attend to (default 0)",
                      &prefix, 0, 1 << 20);
         args.flag({"--no-peaks"}, "skip the peak FLOP/s and bandwidth microbenchmarks", &no_peaks);
+        std::string llama_bench;
+        args.string({"--llama-bench"}, "PATH",
+                    "an existing llama.cpp llama-bench binary: runs -p ROWS -n 0 on the same\n"
+                    "file right after each of our row counts and reports the throughput ratio",
+                    &llama_bench);
         args.section("End-to-end mode");
         args.flag({"--e2e"}, "time whole generations per policy", &e2e);
         args.string({"--policies"}, "LIST",
@@ -270,8 +275,17 @@ int main(int argc, char** argv) {
             if (!no_peaks) peaks = measure_peaks(pool);
             report["peak_gflops"] = peaks.gflops;
             report["peak_read_gbps"] = peaks.gbps;
-            auto rows =
-                run_rows(*lm.model, *dev, parse_int_list(rows_list, "--rows"), prefix, reps, peaks);
+            nlohmann::json rows = nlohmann::json::array();
+            for (int R : parse_int_list(rows_list, "--rows")) {
+                nlohmann::json r = run_rows(*lm.model, *dev, {R}, prefix, reps, peaks)[0];
+                if (!llama_bench.empty()) {
+                    // Interleaved: llama.cpp runs right after ours, for the same row count.
+                    const double ts = run_llama_bench(llama_bench, model_path, R, reps, threads);
+                    r["llama_cpp_rows_per_s"] = ts;
+                    r["ratio"] = r["rows_per_s"].get<double>() / ts;
+                }
+                rows.push_back(r);
+            }
             report["results"] = rows;
             report["peak_rss_bytes"] = peak_rss_bytes();
             if (json) {
@@ -284,13 +298,18 @@ int main(int argc, char** argv) {
                         kernels::active_target(), threads);
             std::printf("measured peak: %.1f GFLOP/s (FMA), %.1f GB/s (read)\n", peaks.gflops,
                         peaks.gbps);
-            std::printf("%6s %8s %10s %12s %10s %8s\n", "rows", "prefix", "ms", "rows/s", "GFLOP/s",
-                        "% peak");
+            std::printf("%6s %8s %10s %12s %10s %8s %14s %7s\n", "rows", "prefix", "ms",
+                        "rows/s", "GFLOP/s", "% peak", "llama.cpp t/s", "ratio");
             for (const auto& r : rows) {
-                std::printf("%6d %8d %10.2f %12.1f %10.1f %7.1f%%\n", r["rows"].get<int>(),
+                std::printf("%6d %8d %10.2f %12.1f %10.1f %7.1f%%", r["rows"].get<int>(),
                             r["prefix"].get<int>(), r["ms"].get<double>(),
                             r["rows_per_s"].get<double>(), r["gflops"].get<double>(),
                             r["peak_pct"].get<double>());
+                if (r.contains("ratio")) {
+                    std::printf(" %14.1f %6.2fx", r["llama_cpp_rows_per_s"].get<double>(),
+                                r["ratio"].get<double>());
+                }
+                std::printf("\n");
             }
             std::printf("peak RSS %.2f GB\n", peak_rss_bytes() / 1e9);
             return 0;
