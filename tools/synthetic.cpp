@@ -240,6 +240,10 @@ void write_synthetic(const SyntheticShape& s, format::TensorType type, uint64_t 
     w.set_u32("tokenizer.ggml.mask_token_id", static_cast<uint32_t>(specials[2].id));
     w.set_u32("tokenizer.ggml.eot_token_id", static_cast<uint32_t>(specials[5].id));
     w.set_bool("tokenizer.ggml.add_bos_token", true);
+    // An identity chat template: llama.cpp's diffusion CLI always applies the model's template,
+    // and benchmarks must feed both engines the same prompt tokens.
+    w.set_string("tokenizer.chat_template",
+                 "{% for message in messages %}{{ message['content'] }}{% endfor %}");
 
     // Uniform in [-a, a] has standard deviation a / sqrt(3) = 0.02.
     const float amp = 0.02f * std::sqrt(3.0f);
