@@ -37,7 +37,7 @@ class AutoregressivePolicy : public Policy {
         check_prompt_ids(model_, prompt);
         const int L = P + opt_.gen;
         const int64_t V = model_.hparams().n_vocab;
-        model::Session session(model_, device_, 1, L, P, 1);
+        model::Session session(model_, device_, 1, L, P, 1, opt_.kernels);
         CounterNoise own_noise(opt_.seed);
         NoiseSource& noise = opt_.noise ? *opt_.noise : own_noise;
 

@@ -188,7 +188,8 @@ GenerateResult DiffusionPolicy::generate(std::span<const int32_t> prompt,
     check_canvas_fits(model_, P, opt_.gen);
     check_prompt_ids(model_, prompt);
     const int n_seq = opt_.cfg > 0.0 ? 2 : 1;
-    model::Session session(model_, device_, n_seq, L, int64_t{n_seq} * L, int64_t{n_seq} * L);
+    model::Session session(model_, device_, n_seq, L, int64_t{n_seq} * L, int64_t{n_seq} * L,
+                           opt_.kernels);
 
     GenerateResult res;
     res.prompt_len = P;

@@ -50,6 +50,8 @@ struct GenerateOptions {
     // Allow the fused LM-head kernel (argmax and confidence without vocabulary-wide logits)
     // where the decision needs no full row (T = 0, no CFG); false forces full logits.
     bool fused_sampling = true;
+    // Kernel choices (table-driven exp / int4 dequantisation), passed to the model's plans.
+    runtime::PlanOptions kernels;
 };
 
 // One denoising step as it happened.

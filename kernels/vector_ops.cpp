@@ -97,7 +97,7 @@ void AttentionHead(const float* q, const float* k, const float* v, int64_t kv_st
     constexpr int64_t kChunk = 64;
     const hn::ScalableTag<float> df;
     const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-    float scores[kChunk];
+    HWY_ALIGN float scores[kChunk];
     float m = -std::numeric_limits<float>::infinity();
     float l = 0.0f;
     for (int64_t d = 0; d < head_dim; ++d)
@@ -114,10 +114,18 @@ void AttentionHead(const float* q, const float* k, const float* v, int64_t kv_st
         l *= correction;
         for (int64_t d = 0; d < head_dim; ++d)
             out[d] *= correction;
-        for (int64_t j = 0; j < nj; ++j) {
-            const float p = std::exp(scores[j] - m_new);
+        // exp(s - m_new) for the chunk, vectorised.
+        int64_t j = 0;
+        for (; j + N <= nj; j += N) {
+            const auto e = hn::CallExp(df, hn::Sub(hn::LoadU(df, scores + j), hn::Set(df, m_new)));
+            hn::StoreU(e, df, scores + j);
+        }
+        for (; j < nj; ++j)
+            scores[j] = std::exp(scores[j] - m_new);
+        for (int64_t jj = 0; jj < nj; ++jj) {
+            const float p = scores[jj];
             l += p;
-            const float* vj = v + (j0 + j) * kv_stride;
+            const float* vj = v + (j0 + jj) * kv_stride;
             const auto vp = hn::Set(df, p);
             int64_t d = 0;
             for (; d + N <= head_dim; d += N) {

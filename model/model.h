@@ -59,7 +59,8 @@ class Model {
     // (kernels::RowStats: argmax, confidence, runner-up, entropy) from the fused LM head.
     enum class Head { Logits, Stats };
     // Records the forward pass for up to max_rows window rows and max_out LM-head rows.
-    runtime::Plan build_plan(int64_t max_rows, int64_t max_out, Head head = Head::Logits) const;
+    runtime::Plan build_plan(int64_t max_rows, int64_t max_out, Head head = Head::Logits,
+                             runtime::PlanOptions options = {}) const;
 
   private:
     Model() = default;
@@ -97,7 +98,7 @@ struct ForwardStats {
 class Session {
   public:
     Session(const Model& model, runtime::Device& device, int n_seq, int n_pos, int64_t max_rows,
-            int64_t max_out);
+            int64_t max_out, runtime::PlanOptions options = {});
 
     const Model& model() const { return model_; }
     int n_seq() const { return kv_.n_seq(); }
@@ -125,6 +126,7 @@ class Session {
     const Model& model_;
     runtime::Device& device_;
     int64_t max_rows_, max_out_;
+    runtime::PlanOptions options_;
     // One compiled plan per output head, built on first use; both share the KV cache.
     std::unique_ptr<runtime::CompiledPlan> logits_plan_, stats_plan_;
     runtime::KvCache kv_;

@@ -5,8 +5,8 @@
 namespace llada::model {
 
 Session::Session(const Model& model, runtime::Device& device, int n_seq, int n_pos,
-                 int64_t max_rows, int64_t max_out)
-    : model_(model), device_(device), max_rows_(max_rows), max_out_(max_out) {
+                 int64_t max_rows, int64_t max_out, runtime::PlanOptions options)
+    : model_(model), device_(device), max_rows_(max_rows), max_out_(max_out), options_(options) {
     const Hparams& hp = model.hparams();
     if (n_pos > hp.n_ctx) {
         throw Error("a canvas of " + std::to_string(n_pos) +
@@ -17,7 +17,7 @@ Session::Session(const Model& model, runtime::Device& device, int n_seq, int n_p
 
 runtime::CompiledPlan& Session::compiled(Model::Head head) {
     auto& slot = head == Model::Head::Logits ? logits_plan_ : stats_plan_;
-    if (!slot) slot = device_.compile(model_.build_plan(max_rows_, max_out_, head));
+    if (!slot) slot = device_.compile(model_.build_plan(max_rows_, max_out_, head, options_));
     return *slot;
 }
 

@@ -4,9 +4,10 @@
 
 namespace llada::model {
 
-runtime::Plan Model::build_plan(int64_t max_rows, int64_t max_out, Head head) const {
+runtime::Plan Model::build_plan(int64_t max_rows, int64_t max_out, Head head,
+                                runtime::PlanOptions options) const {
     const Hparams& hp = hp_;
-    runtime::PlanBuilder b(max_rows, max_out);
+    runtime::PlanBuilder b(max_rows, max_out, options);
     int x = b.embed(token_embd_);
     for (int l = 0; l < hp.n_layer; ++l) {
         const LayerWeights& L = layers_[l];

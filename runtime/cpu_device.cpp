@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/lut.h"
 #include "quant/blocks.h"
 #include "quant/packed.h"
 #include "runtime/device.h"
@@ -147,7 +148,13 @@ class CpuDevice : public Device {
                 const int64_t m = rows_of(op.out);
                 const int64_t n = op.weight.n_rows;
                 float* y = cp.f32(op.out);
-                if (op.act == kernels::ActKind::Q8_0) {
+                if (op.lut) {
+                    const int64_t groups = (n + 3) / 4;
+                    parallel_ranges(groups, 4 * m * op.weight.n_cols, [&](int64_t lo, int64_t hi) {
+                        kernels::matmul_q4_lut(cp.f32(op.in0), m, op.weight, y, n, 4 * lo,
+                                               std::min(n, 4 * hi));
+                    });
+                } else if (op.act == kernels::ActKind::Q8_0) {
                     // Packed weights come in groups of 4 rows: split on group boundaries.
                     const int64_t groups = (n + 3) / 4;
                     parallel_ranges(groups, 4 * m * op.weight.n_cols, [&](int64_t lo, int64_t hi) {
@@ -213,11 +220,17 @@ class CpuDevice : public Device {
                             const int s = b.seq[r];
                             const int64_t n_kv = op.causal ? b.pos[r] + 1 : b.kv_len[s];
                             const int64_t kvh = h / group;
-                            kernels::attention_head(q + r * cols + h * op.head_dim,
-                                                    kv.k(op.layer, s, 0) + kvh * op.head_dim,
-                                                    kv.v(op.layer, s, 0) + kvh * op.head_dim,
-                                                    kv.kv_dim(), n_kv, op.head_dim, scale,
-                                                    out + r * cols + h * op.head_dim);
+                            const float* qh = q + r * cols + h * op.head_dim;
+                            const float* kh = kv.k(op.layer, s, 0) + kvh * op.head_dim;
+                            const float* vh = kv.v(op.layer, s, 0) + kvh * op.head_dim;
+                            float* oh = out + r * cols + h * op.head_dim;
+                            if (op.lut) {
+                                kernels::attention_head_lut(qh, kh, vh, kv.kv_dim(), n_kv,
+                                                            op.head_dim, scale, oh, exp_lut_);
+                            } else {
+                                kernels::attention_head(qh, kh, vh, kv.kv_dim(), n_kv, op.head_dim,
+                                                        scale, oh);
+                            }
                         }
                     });
                 return;
@@ -260,7 +273,9 @@ class CpuDevice : public Device {
                                                               .group_bytes;
                     }
                     float* logits = cp.lm_scratch.data() + thread * max_m * kLmChunk;
-                    if (op.act == kernels::ActKind::Q8_0) {
+                    if (op.lut) {
+                        kernels::matmul_q4_lut(cp.f32(op.in0), m, wc, logits, kLmChunk, 0, len);
+                    } else if (op.act == kernels::ActKind::Q8_0) {
                         kernels::matmul_q8(cp.data(op.in0), m, wc, logits, kLmChunk, 0, len);
                     } else {
                         kernels::matmul_float(cp.f32(op.in0), m, wc, logits, kLmChunk, 0, len);
@@ -290,6 +305,7 @@ class CpuDevice : public Device {
     }
 
     ThreadPool& pool_;
+    const kernels::ExpLut exp_lut_;  // 128 KiB, for plans that ask for LUT exp
 };
 
 }  // namespace

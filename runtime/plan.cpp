@@ -42,7 +42,8 @@ size_t Plan::tensor_bytes(int t) const {
     return d.row_bytes * static_cast<size_t>(d.rows == RowSpace::Window ? max_rows : max_out_rows);
 }
 
-PlanBuilder::PlanBuilder(int64_t max_rows, int64_t max_out_rows) {
+PlanBuilder::PlanBuilder(int64_t max_rows, int64_t max_out_rows, PlanOptions options)
+    : options_(options) {
     plan_.max_rows = max_rows;
     plan_.max_out_rows = max_out_rows;
 }
@@ -81,10 +82,15 @@ int PlanBuilder::rms_norm(int x, const float* weight, float eps, const std::stri
     return push(op);
 }
 
+kernels::ActKind PlanBuilder::act_for(const kernels::WeightView& w) const {
+    if (options_.lut_dequant && w.type == format::TensorType::Q4_0) return kernels::ActKind::F32;
+    return kernels::act_kind_for(w.type);
+}
+
 int PlanBuilder::prepared_input(int x, const kernels::WeightView& w) {
     const TensorDesc in = plan_.tensors[x];
     assert(in.cols == w.n_cols);
-    const kernels::ActKind act = kernels::act_kind_for(w.type);
+    const kernels::ActKind act = act_for(w);
     if (act == kernels::ActKind::F32) return x;
     for (const auto& [key, t] : prepared_) {
         if (key.first == x && key.second == act) return t;
@@ -104,7 +110,8 @@ int PlanBuilder::matmul(int x, const kernels::WeightView& w, const std::string& 
     Op op{OpKind::MatMul};
     op.in0 = prepared_input(x, w);
     op.weight = w;
-    op.act = kernels::act_kind_for(w.type);
+    op.act = act_for(w);
+    op.lut = options_.lut_dequant && w.type == format::TensorType::Q4_0;
     op.out = new_tensor(name, plan_.tensors[x].rows, w.n_rows,
                         sizeof(float) * static_cast<size_t>(w.n_rows));
     return push(op);
@@ -114,7 +121,8 @@ int PlanBuilder::lm_head_reduce(int x, const kernels::WeightView& w, const std::
     Op op{OpKind::LmHeadReduce};
     op.in0 = prepared_input(x, w);
     op.weight = w;
-    op.act = kernels::act_kind_for(w.type);
+    op.act = act_for(w);
+    op.lut = options_.lut_dequant && w.type == format::TensorType::Q4_0;
     op.out = new_tensor(name, plan_.tensors[x].rows, 1, sizeof(kernels::RowStats));
     return push(op);
 }
@@ -164,6 +172,7 @@ int PlanBuilder::attention(int layer, int q, int64_t n_head, int64_t n_kv_head, 
     op.n_kv_head = n_kv_head;
     op.head_dim = head_dim;
     op.causal = causal;
+    op.lut = options_.lut_exp;
     op.out = new_tensor(name, in.rows, n_head * head_dim,
                         sizeof(float) * static_cast<size_t>(n_head * head_dim));
     return push(op);

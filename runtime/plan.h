@@ -65,6 +65,9 @@ struct Op {
     const float* rope_sin = nullptr;
     int64_t rope_ctx = 0;  // positions the tables cover
     bool causal = false;   // Attention: row at pos p sees keys [0, p]
+    // Table-driven variants (kernels/lut.h): MatMul on Q4_0 dequantises through a 16-entry
+    // table with float activations; Attention takes exp from a 32,768-entry fp16 table.
+    bool lut = false;
 };
 
 struct Plan {
@@ -79,9 +82,15 @@ struct Plan {
 };
 
 // Records ops with named intermediates; the model's forward reads like the paper.
+// Kernel choices a plan is built with (both off: the exact kernels).
+struct PlanOptions {
+    bool lut_dequant = false;  // Q4_0 matmuls through the int4 table (float activations)
+    bool lut_exp = false;      // attention softmax through the exp table
+};
+
 class PlanBuilder {
   public:
-    PlanBuilder(int64_t max_rows, int64_t max_out_rows);
+    PlanBuilder(int64_t max_rows, int64_t max_out_rows, PlanOptions options = {});
 
     int embed(const kernels::WeightView& token_embd);
     int rms_norm(int x, const float* weight, float eps, const std::string& name);
@@ -107,6 +116,9 @@ class PlanBuilder {
     int push(Op op);
 
     Plan plan_;
+    PlanOptions options_;
+    // The activation kind a matmul on `w` needs under the plan's options.
+    kernels::ActKind act_for(const kernels::WeightView& w) const;
     // The input of a matmul-like op on `w`: x itself, or x prepared for w's format.
     int prepared_input(int x, const kernels::WeightView& w);
     // (input tensor, activation kind) -> prepared tensor, so prepared inputs are shared.

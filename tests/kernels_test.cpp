@@ -10,6 +10,7 @@
 #include "hwy/highway.h"
 #include "hwy/targets.h"
 #include "kernels/kernels.h"
+#include "kernels/lut.h"
 #include "kernels/reference.h"
 #include "quant/blocks.h"
 #include "quant/fp16.h"
@@ -335,4 +336,54 @@ TEST(Kernels, RowStatsChunksMatchTheWholeRowReference) {
     EXPECT_FLOAT_EQ(row_confidence(ref::row_stats(r4, n)), 1.0f);
     EXPECT_EQ(ref::row_stats(r5, n).token, -1);
     EXPECT_EQ(row_confidence(ref::row_stats(r5, n)), 0.0f);
+}
+
+// LUT exp: the only error is rounding x to fp16 before the lookup, a relative error of exp(x)
+// of about |x| * 2^-11; over a softmax that is below ~2e-3 for these score ranges.
+TEST(Kernels, LutExpAttentionStaysCloseToExact) {
+    const ExpLut lut;
+    EXPECT_EQ(lut(0.0f), 1.0f);
+    EXPECT_NEAR(lut(-1.0f), std::exp(-1.0f), std::exp(-1.0f) * 1e-3f);
+    EXPECT_EQ(lut(-1e6f), 0.0f);
+    const int64_t hd = 32, stride = 64;
+    for (int64_t n_kv : {1, 7, 64, 200}) {
+        auto q = random_vec(hd, 61, 1.5f);
+        auto k = random_vec(static_cast<size_t>(n_kv * stride), 62);
+        auto v = random_vec(static_cast<size_t>(n_kv * stride), 63);
+        std::vector<float> want(hd), got(hd);
+        ref::attention_head(q.data(), k.data(), v.data(), stride, n_kv, hd, 0.25f, want.data());
+        for_each_target([&] {
+            attention_head_lut(q.data(), k.data(), v.data(), stride, n_kv, hd, 0.25f, got.data(),
+                               lut);
+            for (int64_t i = 0; i < hd; ++i)
+                ASSERT_NEAR(got[i], want[i], 2e-3f) << n_kv;
+        });
+    }
+}
+
+// LUT dequantisation reproduces the exact Q4_0 values (the table holds d * (q - 8) in float32),
+// so against the float reference on dequantised weights only summation order differs.
+TEST(Kernels, LutDequantMatmulMatchesDequantisedReference) {
+    const int64_t n = 14, k = 160;
+    for (int64_t m : {1, 3, 4}) {
+        Weights w = make_weights(TensorType::Q4_0, n, k, 71);
+        const quant::PackedLayout l = quant::packed_layout(TensorType::Q4_0, n, k);
+        std::vector<uint8_t> packed(l.total_bytes());
+        quant::pack_groups(l, w.bytes.data(), w.view.row_bytes, 0, l.n_groups, packed.data());
+        w.view.packed = packed.data();
+        auto x = random_vec(static_cast<size_t>(m * k), 72);
+        std::vector<float> want(m * n), got(m * n);
+        ref::matmul_float(x.data(), m, w.view, want.data(), n, 0, n);
+        for_each_target([&] {
+            matmul_q4_lut(x.data(), m, w.view, got.data(), n, 0, 8);
+            matmul_q4_lut(x.data(), m, w.view, got.data(), n, 8, n);
+            for (size_t i = 0; i < got.size(); ++i) {
+                ASSERT_NEAR(got[i], want[i], 1e-5f * (1.0f + std::fabs(want[i]))) << i;
+            }
+            matmul_q4_dequant(x.data(), m, w.view, got.data(), n, 0, n);
+            for (size_t i = 0; i < got.size(); ++i) {
+                ASSERT_NEAR(got[i], want[i], 1e-5f * (1.0f + std::fabs(want[i]))) << i;
+            }
+        });
+    }
 }

@@ -342,3 +342,30 @@ TEST(ModelFusedHead, StatsMatchTheFullLogits) {
         }
     }
 }
+
+// The table-driven kernels as whole-model options, on the Q4_0 fixture. LUT dequantisation
+// skips llama.cpp's Q8 rounding of activations, which the fixtures' README measures at ~5e-3 of
+// max|logit| for an exact float reference; LUT exp adds the fp16 rounding of softmax inputs.
+TEST(ModelParity, LutKernelsStayCloseToLlamaCpp) {
+    const fs::path dir = shared_llamacpp() / "llada-tiny-q4_0";
+    if (!fs::exists(dir)) GTEST_SKIP() << "../shared/fixtures is absent: skipped";
+    auto m = model::Model::load((dir / "model.gguf").string());
+    auto tokens = read_ids(dir / "tokens.txt");
+    auto want = read_f32(dir / "logits.f32");
+    runtime::ThreadPool pool(2);
+    auto dev = runtime::make_cpu_device(pool);
+    const int n = static_cast<int>(tokens.size());
+    std::vector<int32_t> pos(n), seq(n, 0);
+    for (int i = 0; i < n; ++i)
+        pos[i] = i;
+    int32_t kv_len = n;
+    runtime::Batch b{n, tokens.data(), pos.data(), seq.data(), n, pos.data(), &kv_len};
+    for (auto opt : {runtime::PlanOptions{true, false}, runtime::PlanOptions{false, true},
+                     runtime::PlanOptions{true, true}}) {
+        model::Session s(*m, *dev, 1, n, n, n, opt);
+        const float* out = s.forward(b);
+        Errors e = compare(std::vector<float>(out, out + want.size()), want);
+        EXPECT_LE(e.max_rel, 2e-2) << opt.lut_dequant << opt.lut_exp;
+        EXPECT_LE(e.mean_rel, 2e-3) << opt.lut_dequant << opt.lut_exp;
+    }
+}

@@ -105,6 +105,12 @@ void DecodeFlags::add_to(ArgTable& args) {
               "stop once a finished block holds end-of-text (default for all but vanilla)",
               &early_stop);
     args.flag({"--no-early-stop"}, "decode every block even after end-of-text", &no_early_stop);
+    args.flag({"--lut-exp"}, "attention softmax through a 32,768-entry exp table (fp16 inputs)",
+              &lut_exp);
+    args.flag({"--lut-dequant"},
+              "Q4_0 matmuls dequantise through 16-entry tables with float activations\n"
+              "(instead of int8 dot products on Q8-quantised activations)",
+              &lut_dequant);
     args.flag({"--full-logits"},
               "write vocabulary-wide logits rows instead of the fused LM-head reduction",
               &full_logits);
@@ -136,6 +142,8 @@ void DecodeFlags::finish(const ArgTable& args, const model::Model& model) {
         throw Error("give only one of --early-stop and --no-early-stop");
     opt.early_stop = early_stop ? 1 : no_early_stop ? 0 : -1;
     opt.fused_sampling = !full_logits;
+    opt.kernels.lut_exp = lut_exp;
+    opt.kernels.lut_dequant = lut_dequant;
 }
 
 std::vector<int32_t> parse_token_ids(const std::string& text, const std::string& what) {

@@ -298,8 +298,8 @@ int main(int argc, char** argv) {
                         kernels::active_target(), threads);
             std::printf("measured peak: %.1f GFLOP/s (FMA), %.1f GB/s (read)\n", peaks.gflops,
                         peaks.gbps);
-            std::printf("%6s %8s %10s %12s %10s %8s %14s %7s\n", "rows", "prefix", "ms",
-                        "rows/s", "GFLOP/s", "% peak", "llama.cpp t/s", "ratio");
+            std::printf("%6s %8s %10s %12s %10s %8s %14s %7s\n", "rows", "prefix", "ms", "rows/s",
+                        "GFLOP/s", "% peak", "llama.cpp t/s", "ratio");
             for (const auto& r : rows) {
                 std::printf("%6d %8d %10.2f %12.1f %10.1f %7.1f%%", r["rows"].get<int>(),
                             r["prefix"].get<int>(), r["ms"].get<double>(),

@@ -1,0 +1,95 @@
+// Kernel microbenchmarks (Google Benchmark): each table-driven alternative beside the exact
+// kernel it replaces, on the same data, so the ratio is measured side by side.
+//   ./build/bin/kernels_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+#include <benchmark/benchmark.h>
+
+#include <random>
+#include <vector>
+
+#include "kernels/kernels.h"
+#include "kernels/lut.h"
+#include "quant/blocks.h"
+#include "quant/packed.h"
+
+using namespace llada;
+
+namespace {
+
+std::vector<float> random_vec(size_t n, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> d(0.0f, 1.0f);
+    std::vector<float> v(n);
+    for (auto& x : v)
+        x = d(rng);
+    return v;
+}
+
+// Attention of one head (head_dim 128) over n_kv keys: exact exp vs the fp16-indexed table.
+void BM_Attention(benchmark::State& state, bool lut_exp) {
+    const int64_t hd = 128, n_kv = state.range(0);
+    auto q = random_vec(hd, 1), k = random_vec(n_kv * hd, 2), v = random_vec(n_kv * hd, 3);
+    std::vector<float> out(hd);
+    const kernels::ExpLut lut;
+    for (auto _ : state) {
+        if (lut_exp) {
+            kernels::attention_head_lut(q.data(), k.data(), v.data(), hd, n_kv, hd, 0.088f,
+                                        out.data(), lut);
+        } else {
+            kernels::attention_head(q.data(), k.data(), v.data(), hd, n_kv, hd, 0.088f, out.data());
+        }
+        benchmark::DoNotOptimize(out.data());
+    }
+    state.SetItemsProcessed(state.iterations() * n_kv);
+}
+BENCHMARK_CAPTURE(BM_Attention, exact_exp, false)->Arg(160)->Arg(1024);
+BENCHMARK_CAPTURE(BM_Attention, lut_exp, true)->Arg(160)->Arg(1024);
+
+// Q4_0 weights (2048 x 2048) times `rows` activation rows, three ways: dequantised through the
+// 16-entry table, dequantised arithmetically, and the int8 path (activations quantised to Q8).
+enum class Q4Path { Lut, Arith, Int8 };
+void BM_Q4Matmul(benchmark::State& state, Q4Path path) {
+    const int64_t n = 2048, k = 2048, m = state.range(0);
+    auto wf = random_vec(n * k, 4);
+    std::vector<uint8_t> raw(quant::row_bytes(format::TensorType::Q4_0, k) * n);
+    for (int64_t r = 0; r < n; ++r) {
+        quant::quantize_row(format::TensorType::Q4_0, wf.data() + r * k,
+                            raw.data() + r * quant::row_bytes(format::TensorType::Q4_0, k), k);
+    }
+    const quant::PackedLayout l = quant::packed_layout(format::TensorType::Q4_0, n, k);
+    std::vector<uint8_t> packed(l.total_bytes());
+    quant::pack_groups(l, raw.data(), quant::row_bytes(format::TensorType::Q4_0, k), 0, l.n_groups,
+                       packed.data());
+    kernels::WeightView w{format::TensorType::Q4_0,
+                          raw.data(),
+                          n,
+                          k,
+                          quant::row_bytes(format::TensorType::Q4_0, k),
+                          packed.data()};
+    auto x = random_vec(m * k, 5);
+    std::vector<uint8_t> xq(quant::act_layout(k).row_bytes * m);
+    std::vector<float> y(m * n);
+    for (auto _ : state) {
+        switch (path) {
+            case Q4Path::Lut:
+                kernels::matmul_q4_lut(x.data(), m, w, y.data(), n, 0, n);
+                break;
+            case Q4Path::Arith:
+                kernels::matmul_q4_dequant(x.data(), m, w, y.data(), n, 0, n);
+                break;
+            case Q4Path::Int8:
+                kernels::quantize_acts(x.data(), xq.data(), k, 0, m);
+                kernels::matmul_q8(xq.data(), m, w, y.data(), n, 0, n);
+                break;
+        }
+        benchmark::DoNotOptimize(y.data());
+    }
+    state.counters["GFLOP/s"] =
+        benchmark::Counter(2.0 * m * n * k * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+}
+BENCHMARK_CAPTURE(BM_Q4Matmul, lut_dequant, Q4Path::Lut)->Arg(1)->Arg(32);
+BENCHMARK_CAPTURE(BM_Q4Matmul, arith_dequant, Q4Path::Arith)->Arg(1)->Arg(32);
+BENCHMARK_CAPTURE(BM_Q4Matmul, int8_dot, Q4Path::Int8)->Arg(1)->Arg(32);
+
+}  // namespace
+
+BENCHMARK_MAIN();
