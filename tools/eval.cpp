@@ -59,7 +59,7 @@ AnswerMatcher::AnswerMatcher(const std::string& regex) {
     int err = 0;
     PCRE2_SIZE off = 0;
     pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(regex.c_str()), regex.size(),
-                                     PCRE2_UTF, &err, &off, nullptr);
+                                     PCRE2_UTF | PCRE2_UCP, &err, &off, nullptr);
     if (!code) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(err, msg, sizeof(msg));
