@@ -23,7 +23,7 @@ struct WeightView {
     int64_t n_cols = 0;
     size_t row_bytes = 0;
     // Q4_0 / Q8_0: the same weights repacked for the CPU kernels (quant/packed.h), starting at
-    // row 0 of this view (a view of rows [v0, ...) needs v0 % 4 == 0).
+    // row 0 of this view (a view of rows [v0, ...) needs v0 % 16 == 0).
     const uint8_t* packed = nullptr;
     const uint8_t* row(int64_t n) const { return data + static_cast<size_t>(n) * row_bytes; }
 };
@@ -46,7 +46,7 @@ void quantize_acts(const float* x, uint8_t* out, int64_t k, int64_t r0, int64_t 
 // x is float32 (already rounded for F16/BF16 weights); W is F32, F16 or BF16.
 void matmul_float(const float* x, int64_t m_rows, const WeightView& w, float* y, int64_t ldy,
                   int64_t n0, int64_t n1);
-// xq holds m_rows quant::ActLayout rows; W is Q8_0 or Q4_0 with `packed` set; n0 % 4 == 0.
+// xq holds m_rows quant::ActLayout rows; W is Q8_0 or Q4_0 with `packed` set; n0 % 16 == 0.
 void matmul_q8(const uint8_t* xq, int64_t m_rows, const WeightView& w, float* y, int64_t ldy,
                int64_t n0, int64_t n1);
 

@@ -99,93 +99,72 @@ void AttentionHeadLut(const float* q, const float* k, const float* v, int64_t kv
         out[d] *= inv;
 }
 
-// One weight row's block of 32 values, dequantised through the block's 16-entry table.
-// `bytes` holds the pair's 32 bytes; `high` selects the second block (high nibbles).
-HWY_INLINE void DequantBlockLut(const uint8_t* bytes, bool high, float d, float* out) {
-#if HWY_MAX_BYTES >= 64
-    const hn::ScalableTag<float> df;
-    {
-        if (hn::Lanes(df) == 16) {
-            // The table {d * (q - 8)} fills exactly one vector: the lookup is one permute.
-            HWY_ALIGN float t[16];
-            for (int q = 0; q < 16; ++q)
-                t[q] = d * static_cast<float>(q - 8);
-            const auto table = hn::Load(df, t);
-            const hn::Rebind<int32_t, decltype(df)> di;
-            const hn::Rebind<uint8_t, decltype(df)> du8;
-            for (int j = 0; j < 32; j += 16) {
-                auto nib = hn::LoadU(du8, bytes + j);
-                nib = high ? hn::ShiftRight<4>(nib) : hn::And(nib, hn::Set(du8, 0x0f));
-                const auto idx =
-                    hn::BitCast(di, hn::PromoteTo(hn::Rebind<uint32_t, decltype(df)>(), nib));
-                hn::Store(hn::TableLookupLanes(table, hn::IndicesFromVec(df, idx)), df, out + j);
-            }
-            return;
-        }
-    }
-#endif
-    float t[16];
-    for (int q = 0; q < 16; ++q)
-        t[q] = d * static_cast<float>(q - 8);
-    for (int j = 0; j < 32; ++j)
-        out[j] = t[high ? bytes[j] >> 4 : bytes[j] & 0x0f];
-}
-
-// The conventional dequantisation the table replaces: (q - 8) converted and scaled.
-HWY_INLINE void DequantBlockArith(const uint8_t* bytes, bool high, float d, float* out) {
-    const hn::ScalableTag<float> df;
-    const hn::Rebind<int32_t, decltype(df)> di;
-    const hn::Rebind<uint8_t, decltype(df)> du8;
-    const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-    const auto vd = hn::Set(df, d);
-    const auto eight = hn::Set(di, 8);
-    for (int64_t j = 0; j < 32; j += N) {
-        auto nib = hn::LoadU(du8, bytes + j);
-        nib = high ? hn::ShiftRight<4>(nib) : hn::And(nib, hn::Set(du8, 0x0f));
-        const auto q = hn::Sub(
-            hn::BitCast(di, hn::PromoteTo(hn::Rebind<uint32_t, decltype(df)>(), nib)), eight);
-        hn::Store(hn::Mul(hn::ConvertTo(df, q), vd), df, out + j);
-    }
-}
-
+// Q4_0 weights (packed: 16 rows interleaved, quant/packed.h) x float activations, the weights
+// dequantised in registers with one lane per weight row: for each of a block's 32 values, the
+// nibbles of all rows of the vector become floats (through the 16-entry table {q - 8} when kLut,
+// or by convert-and-subtract), are scaled by each row's d, and meet the broadcast activation.
 template <bool kLut>
 void MatmulQ4Deq(const float* x, int64_t m_rows, const WeightView& w, float* y, int64_t ldy,
                  int64_t n0, int64_t n1) {
     const quant::PackedLayout l = quant::packed_layout(w.type, w.n_rows, w.n_cols);
     const hn::ScalableTag<float> df;
+    const hn::Rebind<uint32_t, decltype(df)> du;
+    const hn::Rebind<int32_t, decltype(df)> di;
+    const hn::Rebind<hwy::float16_t, decltype(df)> dh;
     const int64_t N = static_cast<int64_t>(hn::Lanes(df));
     const int64_t K = w.n_cols;
-    HWY_ALIGN float deq[4][32];
+    constexpr int kMaxM = 4;
+    // The table lookup needs the 16 entries in one vector (AVX-512); elsewhere it falls back
+    // to the arithmetic path.
+    const bool use_lut = kLut && N == 16;
+    HWY_ALIGN float table[16];
+    for (int q = 0; q < 16; ++q)
+        table[q] = static_cast<float>(q - 8);
     for (int64_t n = n0; n < n1; n += quant::kPackRows) {
-        const int nr = static_cast<int>(std::min<int64_t>(quant::kPackRows, n1 - n));
         const uint8_t* group = w.packed + (n / quant::kPackRows) * l.group_bytes;
-        for (int64_t m = 0; m < m_rows; ++m) {
-            for (int r = 0; r < nr; ++r)
-                y[m * ldy + n + r] = 0.0f;
-        }
-        for (int64_t p = 0; p < l.n_pairs; ++p) {
-            const uint8_t* sb = group + p * l.pair_bytes;
-            const auto* scales = reinterpret_cast<const uint16_t*>(sb);
-            for (int h = 0; h < 2; ++h) {
-                const int64_t k0 = p * 64 + h * 32;
-                if (k0 >= K) break;
-                for (int r = 0; r < nr; ++r) {
-                    const float d = quant::fp16_to_fp32(scales[2 * r + h]);
-                    if constexpr (kLut) {
-                        DequantBlockLut(sb + 16 + r * 32, h == 1, d, deq[r]);
-                    } else {
-                        DequantBlockArith(sb + 16 + r * 32, h == 1, d, deq[r]);
+        for (int64_t r0 = 0; r0 < quant::kPackRows && n + r0 < n1; r0 += N) {
+            const int64_t lanes = std::min<int64_t>(N, n1 - n - r0);
+            for (int64_t m0 = 0; m0 < m_rows; m0 += kMaxM) {
+                const int mr = static_cast<int>(std::min<int64_t>(kMaxM, m_rows - m0));
+                hn::Vec<decltype(df)> acc[kMaxM];
+                for (int m = 0; m < kMaxM; ++m)
+                    acc[m] = hn::Zero(df);
+                for (int64_t b = 0; b < l.n_blocks; ++b) {
+                    const uint8_t* sb = group + b * l.block_bytes;
+                    const auto sw = hn::PromoteTo(
+                        df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(sb) + r0));
+                    const uint8_t* q = sb + 2 * quant::kPackRows + 4 * r0;
+                    for (int j = 0; j < 4; ++j) {
+                        const auto raw =
+                            hn::LoadU(du, reinterpret_cast<const uint32_t*>(q + 64 * j));
+                        for (int half = 0; half < 2; ++half) {
+                            for (int i = 0; i < 4; ++i) {
+                                const int k = 8 * j + 4 * half + i;
+                                const auto nib = hn::And(hn::ShiftRightSame(raw, 8 * i + 4 * half),
+                                                         hn::Set(du, 15u));
+                                hn::Vec<decltype(df)> v;
+                                if (use_lut) {
+                                    v = hn::TableLookupLanes(
+                                        hn::Load(df, table),
+                                        hn::IndicesFromVec(df, hn::BitCast(di, nib)));
+                                } else {
+                                    v = hn::ConvertTo(
+                                        df, hn::Sub(hn::BitCast(di, nib), hn::Set(di, 8)));
+                                }
+                                const auto wk = hn::Mul(v, sw);
+                                for (int m = 0; m < mr; ++m) {
+                                    acc[m] = hn::MulAdd(
+                                        wk, hn::Set(df, x[(m0 + m) * K + b * 32 + k]), acc[m]);
+                                }
+                            }
+                        }
                     }
                 }
-                for (int64_t m = 0; m < m_rows; ++m) {
-                    const float* xm = x + m * K + k0;
-                    for (int r = 0; r < nr; ++r) {
-                        auto acc = hn::Zero(df);
-                        for (int64_t j = 0; j < 32; j += N) {
-                            acc = hn::MulAdd(hn::LoadU(df, xm + j), hn::Load(df, deq[r] + j), acc);
-                        }
-                        y[m * ldy + n + r] += hn::GetLane(hn::SumOfLanes(df, acc));
-                    }
+                HWY_ALIGN float t[16];
+                for (int m = 0; m < mr; ++m) {
+                    hn::Store(acc[m], df, t);
+                    for (int64_t c = 0; c < lanes; ++c)
+                        y[(m0 + m) * ldy + n + r0 + c] = t[c];
                 }
             }
         }

@@ -30,7 +30,7 @@ void attention_head_lut(const float* q, const float* k, const float* v, int64_t 
 
 // Q4_0 weights (packed layout, `packed` set) x float activations: each block's nibbles are
 // dequantised through a 16-entry table {d * (q - 8)} and multiplied in float32 (no activation
-// quantisation). y[m][n] for n in [n0, n1), n0 % 4 == 0.
+// quantisation). y[m][n] for n in [n0, n1), n0 % 16 == 0.
 void matmul_q4_lut(const float* x, int64_t m_rows, const WeightView& w, float* y, int64_t ldy,
                    int64_t n0, int64_t n1);
 

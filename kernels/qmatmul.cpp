@@ -1,12 +1,15 @@
 // Quantised matmul: Q8 activations x packed Q4_0 / Q8_0 weights (quant/packed.h), and the
-// activation quantiser that feeds it (Highway for dispatch; the int8 dot products use the x86
-// instructions of each target directly, since Highway 1.0 has no u8 x s8 dot product).
+// activation quantiser that feeds it (Highway for dispatch; the int8 dot products use each x86
+// target's instructions directly, since Highway 1.0 has no u8 x s8 dot product).
 //
-// Register tile: MR activation rows x 4 weight rows. Per 32-value block the integer dot product
-// is exact (int32); it is scaled by d_w * d_x in float, as llama.cpp does. For Q4_0 the nibbles
-// (0..15) are the unsigned operand and the offset of 8 is removed exactly in int32 by seeding the
-// accumulator with -8 * sum(x); for Q8_0 the sign of the weight is moved onto the activation so
-// that |w| can be the unsigned operand.
+// The packed layout interleaves 16 weight rows 4 values at a time, so one vector holds 4
+// values of 16 rows and one dot-product instruction against 4 broadcast activation values
+// advances all 16 output columns: each int32 lane is one output's partial dot product, exact
+// per 32-value block. Per block the lane sums are scaled by d_w (a vector over the 16 rows) and
+// d_x (one scalar per activation row) in float, as llama.cpp does. For Q4_0 the nibbles (0..15)
+// are the unsigned operand and the offset of 8 is removed exactly by seeding each block's int32
+// sums with -8 * sum(x); for Q8_0 the weights' signs are moved onto the activations so that |w|
+// can be the unsigned operand.
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/qmatmul.cpp"
@@ -31,7 +34,7 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 // Activations -> int8 with one fp16-rounded scale per 32 values, round half to even (as
-// llama.cpp's SIMD quantiser), into quant::ActLayout rows.
+// llama.cpp's SIMD quantiser), plus each block's sum, into quant::ActLayout rows.
 void QuantizeActs(const float* x, uint8_t* out, int64_t k, int64_t r0, int64_t r1) {
     const quant::ActLayout a = quant::act_layout(k);
     const hn::ScalableTag<float> df;
@@ -40,14 +43,11 @@ void QuantizeActs(const float* x, uint8_t* out, int64_t k, int64_t r0, int64_t r
     HWY_ALIGN int32_t q[quant::kQK];
     for (int64_t r = r0; r < r1; ++r) {
         const float* xr = x + r * k;
-        int8_t* qs = reinterpret_cast<int8_t*>(out + r * a.row_bytes);
-        float* d = reinterpret_cast<float*>(out + r * a.row_bytes + a.qs_bytes);
+        uint8_t* row = out + r * a.row_bytes;
+        auto* qs = reinterpret_cast<int8_t*>(row);
+        auto* d = reinterpret_cast<float*>(row + a.qs_bytes);
+        auto* sums = reinterpret_cast<int32_t*>(row + a.sum_offset);
         for (int64_t b = 0; b < a.n_blocks; ++b) {
-            if (b * quant::kQK >= k) {  // padding block
-                std::memset(qs + b * quant::kQK, 0, quant::kQK);
-                d[b] = 0.0f;
-                continue;
-            }
             const float* xb = xr + b * quant::kQK;
             auto vmax = hn::Zero(df);
             for (int64_t j = 0; j < quant::kQK; j += N) {
@@ -60,19 +60,43 @@ void QuantizeActs(const float* x, uint8_t* out, int64_t k, int64_t r0, int64_t r
                 hn::Store(hn::NearestInt(hn::Mul(hn::LoadU(df, xb + j), hn::Set(df, id))), di,
                           q + j);
             }
-            for (int j = 0; j < quant::kQK; ++j)
+            int32_t sum = 0;
+            for (int j = 0; j < quant::kQK; ++j) {
                 qs[b * quant::kQK + j] = static_cast<int8_t>(q[j]);
+                sum += q[j];
+            }
+            sums[b] = sum;
         }
     }
 }
 
+// Rows of the activations a tile covers.
+struct ActRows {
+    const uint8_t* base;
+    size_t row_bytes, qs_bytes, sum_offset;
+    const int8_t* qs(int m) const { return reinterpret_cast<const int8_t*>(base + m * row_bytes); }
+    float d(int m, int64_t b) const {
+        return reinterpret_cast<const float*>(base + m * row_bytes + qs_bytes)[b];
+    }
+    int32_t sum(int m, int64_t b) const {
+        return reinterpret_cast<const int32_t*>(base + m * row_bytes + sum_offset)[b];
+    }
+};
+
+HWY_INLINE int32_t Load4(const int8_t* p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+}
+
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-// ---- AVX-512: one 512-bit vector = a pair of blocks; 16 int32 lanes, 8 per block ----
+// ---- AVX-512: 16 int32 lanes = the group's 16 output columns ----
 #if HWY_TARGET == HWY_AVX3_DL
 // Highway 1.0's AVX3_DL target string names the VEX AVX-VNNI but not AVX512-VNNI, which the
 // CPUs it selects (Ice Lake and later) have; enable it for the kernels below.
 #pragma GCC push_options
 #pragma GCC target("avx512vnni")
+#define LLADA_POP_VNNI 1
 #endif
 
 HWY_INLINE __m512i DotU8S8(__m512i acc, __m512i u, __m512i s) {
@@ -84,184 +108,142 @@ HWY_INLINE __m512i DotU8S8(__m512i acc, __m512i u, __m512i s) {
 #endif
 }
 
-// Broadcasts two floats into the low and high 8 lanes.
-HWY_INLINE __m512 Pair(float lo, float hi) {
-    return _mm512_insertf32x8(_mm512_set1_ps(lo), _mm256_set1_ps(hi), 1);
-}
-
 template <int MR, bool Q4>
-HWY_INLINE void TileQ(const uint8_t* HWY_RESTRICT xq, size_t x_row_bytes, size_t x_qs_bytes,
-                      const uint8_t* HWY_RESTRICT group, const quant::PackedLayout& l,
-                      float* HWY_RESTRICT y, int64_t ldy, int nr) {
-    __m512 acc[MR][4];
-    for (int m = 0; m < MR; ++m) {
-        for (int n = 0; n < 4; ++n)
-            acc[m][n] = _mm512_setzero_ps();
-    }
-    const __m512i nib = _mm512_set1_epi8(0x0f);
-    const __m512i eight = _mm512_set1_epi8(8);
-    for (int64_t p = 0; p < l.n_pairs; ++p) {
-        const uint8_t* sb = group + p * l.pair_bytes;
-        // Scales: 4 rows x 2 blocks of fp16 -> per row a vector [d_b0 x8, d_b1 x8].
-        const __m256 s8 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb)));
-        const __m512 s16 = _mm512_castps256_ps512(s8);
-        __m512 sw[4];
-        __m512i w[4];
-        __mmask64 neg[4];
-        for (int n = 0; n < 4; ++n) {
-            const __m512i idx = _mm512_set_epi32(2 * n + 1, 2 * n + 1, 2 * n + 1, 2 * n + 1,
-                                                 2 * n + 1, 2 * n + 1, 2 * n + 1, 2 * n + 1, 2 * n,
-                                                 2 * n, 2 * n, 2 * n, 2 * n, 2 * n, 2 * n, 2 * n);
-            sw[n] = _mm512_permutexvar_ps(idx, s16);
-            if constexpr (Q4) {
-                const __m256i raw =
-                    _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 16 + n * 32));
-                const __m512i both =
-                    _mm512_inserti64x4(_mm512_castsi256_si512(raw), _mm256_srli_epi16(raw, 4), 1);
-                w[n] = _mm512_and_si512(both, nib);
-            } else {
-                const __m512i raw =
-                    _mm512_loadu_si512(reinterpret_cast<const void*>(sb + 16 + n * 64));
-                neg[n] = _mm512_movepi8_mask(raw);
-                w[n] = _mm512_abs_epi8(raw);
+HWY_INLINE void TileQ(const ActRows& x, const uint8_t* HWY_RESTRICT group,
+                      const quant::PackedLayout& l, float* HWY_RESTRICT y, int64_t ldy, int nr) {
+    __m512 acc[MR];
+    for (int m = 0; m < MR; ++m)
+        acc[m] = _mm512_setzero_ps();
+    const __m512i low4 = _mm512_set1_epi8(0x0f);
+    for (int64_t b = 0; b < l.n_blocks; ++b) {
+        const uint8_t* sb = group + b * l.block_bytes;
+        const __m512 sw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb)));
+        const uint8_t* q = sb + 2 * quant::kPackRows;
+        __m512i w[8];
+        __mmask64 neg[8];
+        if constexpr (Q4) {
+            for (int j = 0; j < 4; ++j) {
+                const __m512i raw = _mm512_loadu_si512(q + 64 * j);
+                w[2 * j] = _mm512_and_si512(raw, low4);
+                w[2 * j + 1] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low4);
+            }
+        } else {
+            for (int s = 0; s < 8; ++s) {
+                const __m512i raw = _mm512_loadu_si512(q + 64 * s);
+                neg[s] = _mm512_movepi8_mask(raw);
+                w[s] = _mm512_abs_epi8(raw);
             }
         }
         for (int m = 0; m < MR; ++m) {
-            const uint8_t* xr = xq + m * x_row_bytes;
-            const __m512i xv = _mm512_loadu_si512(reinterpret_cast<const void*>(xr + p * 64));
-            const float* dx = reinterpret_cast<const float*>(xr + x_qs_bytes) + 2 * p;
-            const __m512 sx = Pair(dx[0], dx[1]);
-            // Q4: sum (nib - 8) x = sum nib x - 8 sum x, the second term seeded exactly.
-            __m512i seed = _mm512_setzero_si512();
-            if constexpr (Q4) seed = _mm512_sub_epi32(seed, DotU8S8(seed, eight, xv));
-            for (int n = 0; n < nr; ++n) {
-                __m512i isum;
-                if constexpr (Q4) {
-                    isum = DotU8S8(seed, w[n], xv);
-                } else {
-                    const __m512i sx8 =
-                        _mm512_mask_sub_epi8(xv, neg[n], _mm512_setzero_si512(), xv);
-                    isum = DotU8S8(_mm512_setzero_si512(), w[n], sx8);
-                }
-                acc[m][n] =
-                    _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(sw[n], sx), acc[m][n]);
+            const int8_t* xb = x.qs(m) + b * quant::kQK;
+            __m512i isum = Q4 ? _mm512_set1_epi32(-8 * x.sum(m, b)) : _mm512_setzero_si512();
+            for (int s = 0; s < 8; ++s) {
+                // Q4 step s holds values 8(s/2) + 4(s%2) + i: those activations, broadcast.
+                const int xoff = Q4 ? 8 * (s / 2) + 4 * (s % 2) : 4 * s;
+                __m512i xv = _mm512_set1_epi32(Load4(xb + xoff));
+                if constexpr (!Q4)
+                    xv = _mm512_mask_sub_epi8(xv, neg[s], _mm512_setzero_si512(), xv);
+                isum = DotU8S8(isum, w[s], xv);
             }
+            acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum),
+                                     _mm512_mul_ps(sw, _mm512_set1_ps(x.d(m, b))), acc[m]);
         }
     }
-    for (int m = 0; m < MR; ++m) {
-        for (int n = 0; n < nr; ++n)
-            y[m * ldy + n] = _mm512_reduce_add_ps(acc[m][n]);
-    }
+    const __mmask16 keep = nr >= 16 ? 0xffff : static_cast<__mmask16>((1u << nr) - 1);
+    for (int m = 0; m < MR; ++m)
+        _mm512_mask_storeu_ps(y + m * ldy, keep, acc[m]);
 }
 constexpr int kMR = 4;
 
 #elif HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
-// ---- AVX2: one 256-bit vector = one block; 8 int32 lanes ----
+// ---- AVX2: 8 int32 lanes; a group is processed as two halves of 8 rows ----
 
 HWY_INLINE __m256i DotU8S8(__m256i acc, __m256i u, __m256i s) {
     const __m256i p16 = _mm256_maddubs_epi16(u, s);
     return _mm256_add_epi32(acc, _mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
 }
 
-HWY_INLINE float Sum8(__m256 v) {
-    const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
-}
-
 template <int MR, bool Q4>
-HWY_INLINE void TileQ(const uint8_t* HWY_RESTRICT xq, size_t x_row_bytes, size_t x_qs_bytes,
-                      const uint8_t* HWY_RESTRICT group, const quant::PackedLayout& l,
-                      float* HWY_RESTRICT y, int64_t ldy, int nr) {
-    __m256 acc[MR][4];
-    for (int m = 0; m < MR; ++m) {
-        for (int n = 0; n < 4; ++n)
-            acc[m][n] = _mm256_setzero_ps();
-    }
-    const __m256i nib = _mm256_set1_epi8(0x0f);
-    const __m256i eight = _mm256_set1_epi8(8);
-    for (int64_t p = 0; p < l.n_pairs; ++p) {
-        const uint8_t* sb = group + p * l.pair_bytes;
-        HWY_ALIGN float sw[8];
-        _mm256_store_ps(sw, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb))));
-        for (int h = 0; h < 2; ++h) {
-            __m256i w[4], sgn[4];
-            for (int n = 0; n < 4; ++n) {
-                if constexpr (Q4) {
+HWY_INLINE void TileQ(const ActRows& x, const uint8_t* HWY_RESTRICT group,
+                      const quant::PackedLayout& l, float* HWY_RESTRICT y, int64_t ldy, int nr) {
+    for (int half = 0; half < 2 && 8 * half < nr; ++half) {
+        __m256 acc[MR];
+        for (int m = 0; m < MR; ++m)
+            acc[m] = _mm256_setzero_ps();
+        const __m256i low4 = _mm256_set1_epi8(0x0f);
+        for (int64_t b = 0; b < l.n_blocks; ++b) {
+            const uint8_t* sb = group + b * l.block_bytes;
+            const __m256 sw =
+                _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sb + 16 * half)));
+            const uint8_t* q = sb + 2 * quant::kPackRows + 32 * half;
+            __m256i w[8];
+            if constexpr (Q4) {
+                for (int j = 0; j < 4; ++j) {
                     const __m256i raw =
-                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sb + 16 + n * 32));
-                    w[n] = _mm256_and_si256(h ? _mm256_srli_epi16(raw, 4) : raw, nib);
-                } else {
-                    sgn[n] = _mm256_loadu_si256(
-                        reinterpret_cast<const __m256i*>(sb + 16 + n * 64 + h * 32));
-                    w[n] = _mm256_sign_epi8(sgn[n], sgn[n]);  // |w|
+                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64 * j));
+                    w[2 * j] = _mm256_and_si256(raw, low4);
+                    w[2 * j + 1] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+                }
+            } else {
+                for (int s = 0; s < 8; ++s) {
+                    w[s] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64 * s));
                 }
             }
             for (int m = 0; m < MR; ++m) {
-                const uint8_t* xr = xq + m * x_row_bytes;
-                const __m256i xv =
-                    _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xr + p * 64 + h * 32));
-                const float dx = reinterpret_cast<const float*>(xr + x_qs_bytes)[2 * p + h];
-                __m256i seed = _mm256_setzero_si256();
-                if constexpr (Q4) seed = _mm256_sub_epi32(seed, DotU8S8(seed, eight, xv));
-                for (int n = 0; n < nr; ++n) {
-                    const __m256i isum =
-                        Q4 ? DotU8S8(seed, w[n], xv)
-                           : DotU8S8(_mm256_setzero_si256(), w[n], _mm256_sign_epi8(xv, sgn[n]));
-                    acc[m][n] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum),
-                                                _mm256_set1_ps(sw[2 * n + h] * dx), acc[m][n]);
+                const int8_t* xb = x.qs(m) + b * quant::kQK;
+                __m256i isum = Q4 ? _mm256_set1_epi32(-8 * x.sum(m, b)) : _mm256_setzero_si256();
+                for (int s = 0; s < 8; ++s) {
+                    const int xoff = Q4 ? 8 * (s / 2) + 4 * (s % 2) : 4 * s;
+                    const __m256i xv = _mm256_set1_epi32(Load4(xb + xoff));
+                    isum = Q4 ? DotU8S8(isum, w[s], xv)
+                              : DotU8S8(isum, _mm256_sign_epi8(w[s], w[s]),
+                                        _mm256_sign_epi8(xv, w[s]));
                 }
+                acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum),
+                                         _mm256_mul_ps(sw, _mm256_set1_ps(x.d(m, b))), acc[m]);
+            }
+        }
+        const int cols = std::min(8, nr - 8 * half);
+        for (int m = 0; m < MR; ++m) {
+            if (cols == 8) {
+                _mm256_storeu_ps(y + m * ldy + 8 * half, acc[m]);
+            } else {
+                HWY_ALIGN float t[8];
+                _mm256_store_ps(t, acc[m]);
+                for (int c = 0; c < cols; ++c)
+                    y[m * ldy + 8 * half + c] = t[c];
             }
         }
     }
-    for (int m = 0; m < MR; ++m) {
-        for (int n = 0; n < nr; ++n)
-            y[m * ldy + n] = Sum8(acc[m][n]);
-    }
 }
-constexpr int kMR = 2;
+constexpr int kMR = 4;
 
 #else
 // ---- Portable: plain loops over the packed layout ----
 
 template <int MR, bool Q4>
-HWY_INLINE void TileQ(const uint8_t* HWY_RESTRICT xq, size_t x_row_bytes, size_t x_qs_bytes,
-                      const uint8_t* HWY_RESTRICT group, const quant::PackedLayout& l,
-                      float* HWY_RESTRICT y, int64_t ldy, int nr) {
-    for (int m = 0; m < MR; ++m) {
-        const uint8_t* xr = xq + m * x_row_bytes;
-        const auto* xs = reinterpret_cast<const int8_t*>(xr);
-        const auto* dx = reinterpret_cast<const float*>(xr + x_qs_bytes);
-        for (int n = 0; n < nr; ++n) {
-            float acc = 0.0f;
-            for (int64_t p = 0; p < l.n_pairs; ++p) {
-                const uint8_t* sb = group + p * l.pair_bytes;
-                const auto* scales = reinterpret_cast<const uint16_t*>(sb);
-                for (int h = 0; h < 2; ++h) {
-                    int32_t isum = 0;
-                    for (int i = 0; i < 32; ++i) {
-                        int w;
-                        if constexpr (Q4) {
-                            const uint8_t byte = sb[16 + n * 32 + i];
-                            w = (h ? byte >> 4 : byte & 0x0f) - 8;
-                        } else {
-                            w = static_cast<int8_t>(sb[16 + n * 64 + h * 32 + i]);
-                        }
-                        isum += w * xs[p * 64 + h * 32 + i];
-                    }
-                    acc += static_cast<float>(isum) *
-                           (quant::fp16_to_fp32(scales[2 * n + h]) * dx[2 * p + h]);
-                }
+HWY_INLINE void TileQ(const ActRows& x, const uint8_t* HWY_RESTRICT group,
+                      const quant::PackedLayout& l, float* HWY_RESTRICT y, int64_t ldy, int nr) {
+    int8_t wv[quant::kQK];
+    for (int n = 0; n < nr; ++n) {
+        float acc[MR] = {};
+        for (int64_t b = 0; b < l.n_blocks; ++b) {
+            quant::unpack_block(l, group, b, n, wv);
+            const float dw = quant::fp16_to_fp32(
+                reinterpret_cast<const uint16_t*>(group + b * l.block_bytes)[n]);
+            for (int m = 0; m < MR; ++m) {
+                const int8_t* xb = x.qs(m) + b * quant::kQK;
+                int32_t isum = 0;
+                for (int i = 0; i < quant::kQK; ++i)
+                    isum += wv[i] * xb[i];
+                acc[m] += static_cast<float>(isum) * (dw * x.d(m, b));
             }
-            y[m * ldy + n] = acc;
         }
+        for (int m = 0; m < MR; ++m)
+            y[m * ldy + n] = acc[m];
     }
 }
 constexpr int kMR = 1;
-#endif
-
-#if HWY_TARGET == HWY_AVX3_DL
-#define LLADA_POP_VNNI 1
 #endif
 
 template <bool Q4>
@@ -274,12 +256,12 @@ void MatmulPackedT(const uint8_t* xq, int64_t m_rows, const WeightView& w, float
         const uint8_t* group = w.packed + (n / quant::kPackRows) * l.group_bytes;
         int64_t m = 0;
         for (; m + kMR <= m_rows; m += kMR) {
-            TileQ<kMR, Q4>(xq + m * a.row_bytes, a.row_bytes, a.qs_bytes, group, l, y + m * ldy + n,
-                           ldy, nr);
+            const ActRows x{xq + m * a.row_bytes, a.row_bytes, a.qs_bytes, a.sum_offset};
+            TileQ<kMR, Q4>(x, group, l, y + m * ldy + n, ldy, nr);
         }
         for (; m < m_rows; ++m) {
-            TileQ<1, Q4>(xq + m * a.row_bytes, a.row_bytes, a.qs_bytes, group, l, y + m * ldy + n,
-                         ldy, nr);
+            const ActRows x{xq + m * a.row_bytes, a.row_bytes, a.qs_bytes, a.sum_offset};
+            TileQ<1, Q4>(x, group, l, y + m * ldy + n, ldy, nr);
         }
     }
 }
@@ -297,6 +279,7 @@ void MatmulPacked(const uint8_t* xq, int64_t m_rows, const WeightView& w, float*
 #pragma GCC pop_options
 #undef LLADA_POP_VNNI
 #endif
+
 }  // namespace HWY_NAMESPACE
 }  // namespace llada::kernels
 HWY_AFTER_NAMESPACE();

@@ -10,61 +10,56 @@ namespace llada::quant {
 
 PackedLayout packed_layout(format::TensorType type, int64_t n_rows, int64_t n_cols) {
     assert(type == format::TensorType::Q4_0 || type == format::TensorType::Q8_0);
+    assert(n_cols % kQK == 0);
     PackedLayout l;
     l.type = type;
     l.n_rows = n_rows;
     l.n_cols = n_cols;
     l.n_groups = (n_rows + kPackRows - 1) / kPackRows;
-    l.n_pairs = (n_cols + kPairElems - 1) / kPairElems;
-    const size_t scales = kPackRows * 2 * sizeof(uint16_t);
-    l.pair_bytes = scales + (type == format::TensorType::Q4_0 ? kPackRows * 32 : kPackRows * 64);
-    l.group_bytes = l.pair_bytes * static_cast<size_t>(l.n_pairs);
+    l.n_blocks = n_cols / kQK;
+    l.block_bytes = kPackRows * (type == format::TensorType::Q4_0 ? 18 : 34);
+    l.group_bytes = l.block_bytes * static_cast<size_t>(l.n_blocks);
     return l;
 }
 
 void pack_groups(const PackedLayout& l, const uint8_t* src, size_t src_row_bytes, int64_t g0,
                  int64_t g1, uint8_t* dst) {
-    const int64_t nb = l.n_cols / kQK;
     const bool q4 = l.type == format::TensorType::Q4_0;
     for (int64_t g = g0; g < g1; ++g) {
         uint8_t* gdst = dst + (g - g0) * l.group_bytes;
         std::memset(gdst, 0, l.group_bytes);
-        for (int r = 0; r < kPackRows; ++r) {
-            const int64_t row = g * kPackRows + r;
-            if (row >= l.n_rows) {
-                // Padding rows: zero scales; Q4 nibbles of 8 (value 0) keep the sums clean.
-                if (q4) {
-                    for (int64_t p = 0; p < l.n_pairs; ++p) {
-                        std::memset(gdst + p * l.pair_bytes + 16 + r * 32, 0x88, 32);
-                    }
-                }
-                continue;
-            }
-            const uint8_t* s = src + row * src_row_bytes;
-            for (int64_t p = 0; p < l.n_pairs; ++p) {
-                uint8_t* sb = gdst + p * l.pair_bytes;
+        for (int n = 0; n < kPackRows; ++n) {
+            const int64_t row = g * kPackRows + n;
+            for (int64_t b = 0; b < l.n_blocks; ++b) {
+                uint8_t* sb = gdst + b * l.block_bytes;
                 auto* scales = reinterpret_cast<uint16_t*>(sb);
-                for (int h = 0; h < 2; ++h) {
-                    const int64_t b = 2 * p + h;
+                uint8_t* q = sb + 2 * kPackRows;
+                if (row >= l.n_rows) {
+                    // Padding rows: zero scale, and value 0 (nibble 8) so sums stay clean.
                     if (q4) {
-                        uint8_t* q = sb + 16 + r * 32;
-                        if (b >= nb) {  // padding block: value 0 in every nibble
-                            for (int i = 0; i < 32; ++i)
-                                q[i] |= h ? 0x80 : 0x08;
-                            continue;
+                        for (int j = 0; j < 4; ++j)
+                            std::memset(q + j * 64 + 4 * n, 0x88, 4);
+                    }
+                    continue;
+                }
+                const uint8_t* s = src + row * src_row_bytes;
+                if (q4) {
+                    const auto& blk = reinterpret_cast<const BlockQ4_0*>(s)[b];
+                    scales[n] = blk.d;
+                    auto nib = [&](int k) {  // Q4_0: values 0-15 low nibbles, 16-31 high
+                        return k < 16 ? (blk.qs[k] & 0x0f) : (blk.qs[k - 16] >> 4);
+                    };
+                    for (int j = 0; j < 4; ++j) {
+                        for (int i = 0; i < 4; ++i) {
+                            q[j * 64 + 4 * n + i] =
+                                static_cast<uint8_t>(nib(8 * j + i) | (nib(8 * j + 4 + i) << 4));
                         }
-                        const auto& blk = reinterpret_cast<const BlockQ4_0*>(s)[b];
-                        scales[r * 2 + h] = blk.d;
-                        for (int i = 0; i < 32; ++i) {
-                            // Value i of the block: low nibbles hold 0-15, high nibbles 16-31.
-                            const uint8_t v = i < 16 ? (blk.qs[i] & 0x0f) : (blk.qs[i - 16] >> 4);
-                            q[i] |= h ? static_cast<uint8_t>(v << 4) : v;
-                        }
-                    } else {
-                        if (b >= nb) continue;
-                        const auto& blk = reinterpret_cast<const BlockQ8_0*>(s)[b];
-                        scales[r * 2 + h] = blk.d;
-                        std::memcpy(sb + 16 + r * 64 + h * 32, blk.qs, 32);
+                    }
+                } else {
+                    const auto& blk = reinterpret_cast<const BlockQ8_0*>(s)[b];
+                    scales[n] = blk.d;
+                    for (int st = 0; st < 8; ++st) {
+                        std::memcpy(q + st * 64 + 4 * n, blk.qs + 4 * st, 4);
                     }
                 }
             }
@@ -72,13 +67,29 @@ void pack_groups(const PackedLayout& l, const uint8_t* src, size_t src_row_bytes
     }
 }
 
+void unpack_block(const PackedLayout& l, const uint8_t* group, int64_t b, int n, int8_t* out) {
+    const uint8_t* q = group + b * l.block_bytes + 2 * kPackRows;
+    if (l.type == format::TensorType::Q4_0) {
+        for (int j = 0; j < 4; ++j) {
+            for (int i = 0; i < 4; ++i) {
+                const uint8_t byte = q[j * 64 + 4 * n + i];
+                out[8 * j + i] = static_cast<int8_t>((byte & 0x0f) - 8);
+                out[8 * j + 4 + i] = static_cast<int8_t>((byte >> 4) - 8);
+            }
+        }
+    } else {
+        for (int st = 0; st < 8; ++st)
+            std::memcpy(out + 4 * st, q + st * 64 + 4 * n, 4);
+    }
+}
+
 ActLayout act_layout(int64_t n_cols) {
     ActLayout a;
     a.n_cols = n_cols;
-    a.n_pairs = (n_cols + kPairElems - 1) / kPairElems;
-    a.n_blocks = 2 * a.n_pairs;
-    a.qs_bytes = static_cast<size_t>(a.n_pairs) * kPairElems;
-    a.row_bytes = a.qs_bytes + static_cast<size_t>(a.n_blocks) * sizeof(float);
+    a.n_blocks = (n_cols + kQK - 1) / kQK;
+    a.qs_bytes = static_cast<size_t>(a.n_blocks) * kQK;
+    a.sum_offset = a.qs_bytes + static_cast<size_t>(a.n_blocks) * sizeof(float);
+    a.row_bytes = a.sum_offset + static_cast<size_t>(a.n_blocks) * sizeof(int32_t);
     a.row_bytes = (a.row_bytes + 63) / 64 * 64;
     return a;
 }

@@ -1,50 +1,56 @@
 // The CPU's repacked layout of llama.cpp Q4_0 / Q8_0 weights and of Q8 activations: the same
-// quantised values and scales, reordered so that one register tile of the matmul (4 weight rows x
-// a pair of 32-element blocks) is one contiguous read. Repacking happens once at load.
+// quantised values and scales (the same bytes per weight), reordered so that 16 weight rows are
+// interleaved 4 values at a time. A 512-bit vector then holds 4 consecutive values of 16 rows,
+// and one u8 x s8 dot-product instruction against 4 broadcast activation values advances 16
+// output columns at once: no horizontal sums, and the per-block scales apply once per 16
+// outputs. Repacking happens once at load.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <vector>
 
 #include "format/tensor_type.h"
 
 namespace llada::quant {
 
-// Weight rows are packed in groups of kPackRows; the reduction axis in pairs of 32-element
-// blocks (64 values), zero-padded to a whole pair.
-constexpr int kPackRows = 4;
-constexpr int kPairElems = 64;
+constexpr int kPackRows = 16;  // weight rows per group (output columns per vector)
 
-// Per group of 4 rows and per block pair, one "super-block":
-//   scales: 4 rows x 2 blocks fp16 (16 bytes), row-major [row][block]
-//   Q4_0:   4 rows x 32 bytes; byte i of a row holds value 64p + i in its low nibble and value
-//           64p + 32 + i in its high nibble (nibble = q + 8, as in Q4_0): 144 bytes in all.
-//   Q8_0:   4 rows x 64 int8 values: 272 bytes in all.
-// Groups follow each other; padding rows and blocks have zero scales.
+// Per group of 16 rows and per 32-value block b, a "super-block":
+//   scales: 16 fp16, one per row (32 bytes)
+//   Q4_0:   4 steps of 64 bytes; in step j, byte 4n + i holds row n's value 8j + i in its low
+//           nibble and value 8j + 4 + i in its high nibble (nibble = q + 8, as in Q4_0):
+//           288 bytes = 16 x 18, exactly Q4_0's size.
+//   Q8_0:   8 steps of 64 bytes; in step s, byte 4n + i is row n's value 4s + i: 544 bytes.
+// Super-blocks follow each other along the row (b = 0, 1, ...), then groups. Padding rows (up
+// to a multiple of 16) have zero scales and zero values.
 struct PackedLayout {
     format::TensorType type;
     int64_t n_rows = 0, n_cols = 0;
-    int64_t n_groups = 0;  // ceil(n_rows / 4)
-    int64_t n_pairs = 0;   // ceil(n_cols / 64)
-    size_t pair_bytes = 0;
-    size_t group_bytes = 0;  // n_pairs * pair_bytes
+    int64_t n_groups = 0;  // ceil(n_rows / 16)
+    int64_t n_blocks = 0;  // n_cols / 32
+    size_t block_bytes = 0;
+    size_t group_bytes = 0;  // n_blocks * block_bytes
     size_t total_bytes() const { return group_bytes * static_cast<size_t>(n_groups); }
 };
 
 PackedLayout packed_layout(format::TensorType type, int64_t n_rows, int64_t n_cols);
 
-// Repacks rows [group g0 * 4, ...) of a row-major Q4_0/Q8_0 matrix (row stride src_row_bytes)
-// for groups [g0, g1) into `dst` (which points at group g0).
+// Repacks groups [g0, g1) of a row-major Q4_0/Q8_0 matrix (row stride src_row_bytes) into
+// `dst`, which points at group g0.
 void pack_groups(const PackedLayout& l, const uint8_t* src, size_t src_row_bytes, int64_t g0,
                  int64_t g1, uint8_t* dst);
 
-// Quantised activations for the packed kernels: per row, n_pairs * 64 int8 values (zero
-// padded), then one float scale per 32-block (the fp16-rounded amax/127, as llama.cpp stores
-// it); rows start on 64-byte boundaries.
+// Row n's 32 values of block b of a packed group, as integers (Q4_0: q - 8, in [-8, 7]).
+void unpack_block(const PackedLayout& l, const uint8_t* group, int64_t b, int n, int8_t* out);
+
+// Quantised activations for the packed kernels: per row, n_blocks * 32 int8 values, then one
+// float scale per block (the fp16-rounded amax/127, as llama.cpp stores it), then one int32 sum
+// of the block's int8 values (Q4_0's offset of 8 is removed with it); rows are 64-byte aligned.
 struct ActLayout {
-    int64_t n_cols = 0, n_blocks = 0, n_pairs = 0;
-    size_t qs_bytes = 0, row_bytes = 0;
+    int64_t n_cols = 0, n_blocks = 0;
+    size_t qs_bytes = 0;    // offset of the scales
+    size_t sum_offset = 0;  // offset of the sums
+    size_t row_bytes = 0;
 };
 ActLayout act_layout(int64_t n_cols);
 

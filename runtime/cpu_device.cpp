@@ -149,18 +149,22 @@ class CpuDevice : public Device {
                 const int64_t n = op.weight.n_rows;
                 float* y = cp.f32(op.out);
                 if (op.lut) {
-                    const int64_t groups = (n + 3) / 4;
-                    parallel_ranges(groups, 4 * m * op.weight.n_cols, [&](int64_t lo, int64_t hi) {
-                        kernels::matmul_q4_lut(cp.f32(op.in0), m, op.weight, y, n, 4 * lo,
-                                               std::min(n, 4 * hi));
-                    });
+                    const int64_t groups = (n + quant::kPackRows - 1) / quant::kPackRows;
+                    parallel_ranges(groups, quant::kPackRows * m * op.weight.n_cols,
+                                    [&](int64_t lo, int64_t hi) {
+                                        kernels::matmul_q4_lut(cp.f32(op.in0), m, op.weight, y, n,
+                                                               quant::kPackRows * lo,
+                                                               std::min(n, quant::kPackRows * hi));
+                                    });
                 } else if (op.act == kernels::ActKind::Q8_0) {
                     // Packed weights come in groups of 4 rows: split on group boundaries.
-                    const int64_t groups = (n + 3) / 4;
-                    parallel_ranges(groups, 4 * m * op.weight.n_cols, [&](int64_t lo, int64_t hi) {
-                        kernels::matmul_q8(cp.data(op.in0), m, op.weight, y, n, 4 * lo,
-                                           std::min(n, 4 * hi));
-                    });
+                    const int64_t groups = (n + quant::kPackRows - 1) / quant::kPackRows;
+                    parallel_ranges(groups, quant::kPackRows * m * op.weight.n_cols,
+                                    [&](int64_t lo, int64_t hi) {
+                                        kernels::matmul_q8(cp.data(op.in0), m, op.weight, y, n,
+                                                           quant::kPackRows * lo,
+                                                           std::min(n, quant::kPackRows * hi));
+                                    });
                 } else {
                     parallel_ranges(n, m * op.weight.n_cols, [&](int64_t lo, int64_t hi) {
                         kernels::matmul_float(cp.f32(op.in0), m, op.weight, y, n, lo, hi);
@@ -266,11 +270,11 @@ class CpuDevice : public Device {
                     wc.data = op.weight.row(v0);
                     wc.n_rows = len;
                     if (op.weight.packed) {
-                        wc.packed =
-                            op.weight.packed + (v0 / 4) * quant::packed_layout(op.weight.type,
-                                                                               op.weight.n_rows,
-                                                                               op.weight.n_cols)
-                                                              .group_bytes;
+                        wc.packed = op.weight.packed +
+                                    (v0 / quant::kPackRows) * quant::packed_layout(op.weight.type,
+                                                                                   op.weight.n_rows,
+                                                                                   op.weight.n_cols)
+                                                                  .group_bytes;
                     }
                     float* logits = cp.lm_scratch.data() + thread * max_m * kLmChunk;
                     if (op.lut) {

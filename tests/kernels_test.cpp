@@ -165,12 +165,12 @@ TEST(Kernels, MatmulFloatFormatsMatchScalarTwin) {
 
 // Quantised matmuls on the packed layout against the scalar twin on llama.cpp's blocks: integer
 // block sums are exact on both sides, so the only error is the float32 accumulation of K/32
-// scaled block sums. Shapes cover a partial row group (n % 4 != 0), an odd number of blocks
-// (a padded block pair) and every row-tile remainder.
+// scaled block sums. Shapes cover a partial row group (n % 16 != 0), several groups, and every
+// row-tile remainder.
 TEST(Kernels, MatmulQuantisedFormatsMatchScalarTwin) {
     for (TensorType t : {TensorType::Q8_0, TensorType::Q4_0}) {
         for (int64_t m : {1, 2, 3, 5, 8}) {
-            const int64_t n = 30, k = 160;
+            const int64_t n = 45, k = 160;
             Weights w = make_weights(t, n, k, 11);
             const quant::PackedLayout l = quant::packed_layout(t, n, k);
             std::vector<uint8_t> packed(l.total_bytes());
@@ -186,8 +186,8 @@ TEST(Kernels, MatmulQuantisedFormatsMatchScalarTwin) {
             quantize_acts(x.data(), xa.data(), k, 0, m);
             for_each_target([&] {
                 std::fill(got.begin(), got.end(), NAN);
-                matmul_q8(xa.data(), m, w.view, got.data(), n, 0, 12);
-                matmul_q8(xa.data(), m, w.view, got.data(), n, 12, n);
+                matmul_q8(xa.data(), m, w.view, got.data(), n, 0, 16);
+                matmul_q8(xa.data(), m, w.view, got.data(), n, 16, n);
                 for (size_t i = 0; i < got.size(); ++i) {
                     ASSERT_NEAR(got[i], want[i], 1e-5f * (1.0f + std::fabs(want[i])))
                         << format::tensor_type_info(t).name << " m=" << m << " i=" << i;
@@ -364,8 +364,8 @@ TEST(Kernels, LutExpAttentionStaysCloseToExact) {
 // LUT dequantisation reproduces the exact Q4_0 values (the table holds d * (q - 8) in float32),
 // so against the float reference on dequantised weights only summation order differs.
 TEST(Kernels, LutDequantMatmulMatchesDequantisedReference) {
-    const int64_t n = 14, k = 160;
-    for (int64_t m : {1, 3, 4}) {
+    const int64_t n = 37, k = 160;
+    for (int64_t m : {1, 3, 4, 6}) {
         Weights w = make_weights(TensorType::Q4_0, n, k, 71);
         const quant::PackedLayout l = quant::packed_layout(TensorType::Q4_0, n, k);
         std::vector<uint8_t> packed(l.total_bytes());
@@ -375,8 +375,8 @@ TEST(Kernels, LutDequantMatmulMatchesDequantisedReference) {
         std::vector<float> want(m * n), got(m * n);
         ref::matmul_float(x.data(), m, w.view, want.data(), n, 0, n);
         for_each_target([&] {
-            matmul_q4_lut(x.data(), m, w.view, got.data(), n, 0, 8);
-            matmul_q4_lut(x.data(), m, w.view, got.data(), n, 8, n);
+            matmul_q4_lut(x.data(), m, w.view, got.data(), n, 0, 16);
+            matmul_q4_lut(x.data(), m, w.view, got.data(), n, 16, n);
             for (size_t i = 0; i < got.size(); ++i) {
                 ASSERT_NEAR(got[i], want[i], 1e-5f * (1.0f + std::fabs(want[i]))) << i;
             }
