@@ -135,7 +135,8 @@ void Model::load_hparams() {
     hp_.shift_logits = f.opt_bool("diffusion.shift_logits").value_or(arch->shift_logits_default);
 }
 
-kernels::WeightView Model::matrix(const std::string& name, int64_t n_cols, int64_t n_rows) {
+kernels::WeightView Model::matrix(const std::string& name, int64_t n_cols, int64_t n_rows,
+                                  bool pack) {
     const format::GgufTensor* t = file_->find_tensor(name);
     if (!t) throw Error("model '" + file_->path() + "': tensor '" + name + "' is missing");
     if (t->n_dims != 2 || static_cast<int64_t>(t->ne[0]) != n_cols ||
@@ -152,7 +153,7 @@ kernels::WeightView Model::matrix(const std::string& name, int64_t n_cols, int64
     w.row_bytes = quant::row_bytes(t->type, n_cols);
     n_params_ += n_rows * n_cols;
     weight_bytes_ += t->n_bytes;
-    if (t->type == format::TensorType::Q4_0 || t->type == format::TensorType::Q8_0) {
+    if (pack && (t->type == format::TensorType::Q4_0 || t->type == format::TensorType::Q8_0)) {
         // Repack once for the CPU kernels, then let the file's pages go: after this the
         // matrix is read only from the packed copy (the embedding reads single rows).
         const quant::PackedLayout l = quant::packed_layout(t->type, n_rows, n_cols);
@@ -206,7 +207,9 @@ void Model::load_weights(runtime::ThreadPool*) {
                     " but token_embd.weight has " + std::to_string(hp_.n_vocab) + " rows");
     }
     const int64_t d = hp_.n_embd, hd = hp_.head_dim;
-    token_embd_ = matrix("token_embd.weight", d, hp_.n_vocab);
+    // The embedding is only read row by row (no matmul) unless it doubles as the output head.
+    const bool tied = file_->find_tensor("output.weight") == nullptr;
+    token_embd_ = matrix("token_embd.weight", d, hp_.n_vocab, /*pack=*/tied);
     output_norm_ = vector("output_norm.weight", d);
     hp_.tied_output = file_->find_tensor("output.weight") == nullptr;
     output_ = hp_.tied_output ? token_embd_ : matrix("output.weight", d, hp_.n_vocab);

@@ -66,7 +66,9 @@ class Model {
     Model() = default;
     void load_hparams();
     void load_weights(runtime::ThreadPool* pool);
-    kernels::WeightView matrix(const std::string& name, int64_t n_cols, int64_t n_rows);
+    // A weight matrix view; Q4_0/Q8_0 matrices are repacked for the matmul kernels when `pack`.
+    kernels::WeightView matrix(const std::string& name, int64_t n_cols, int64_t n_rows,
+                               bool pack = true);
     std::vector<float> vector(const std::string& name, int64_t n);
 
     std::unique_ptr<format::GgufFile> file_;
