@@ -30,7 +30,8 @@ class ThreadPool {
 
   private:
     void worker_loop(int thread);
-    void run_tasks(int thread);
+    // Claims and runs tasks of job `gen` until none are left or a newer job was published.
+    void run_claims(uint64_t gen, int thread);
 
     int n_threads_;
     std::vector<std::thread> workers_;
@@ -39,11 +40,17 @@ class ThreadPool {
     // A job is published by bumping generation_; workers spin briefly on it before sleeping,
     // which keeps the per-op synchronisation cost at a few microseconds.
     std::atomic<uint64_t> generation_{0};
-    std::atomic<int64_t> next_task_{0};
-    std::atomic<int> busy_workers_{0};
+    std::atomic<int> sleepers_{0};  // workers blocked on wake_
+    // (job generation << 32) | next unclaimed task: a claim succeeds only for the current job,
+    // so the caller never waits for a worker that was not scheduled in time; it runs the tasks
+    // itself and waits only for tasks a worker actually took.
+    std::atomic<uint64_t> claim_{0};
+    std::atomic<int64_t> done_{0};
+    uint64_t job_gen_ = 0;
+    // The current job, written before claim_ publishes it.
     int64_t n_tasks_ = 0;
-    const Task* fn_ = nullptr;  // valid while a parallel_for runs
-    bool stop_ = false;
+    const Task* fn_ = nullptr;
+    std::atomic<bool> stop_{false};
 };
 
 }  // namespace llada::runtime
