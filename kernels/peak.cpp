@@ -11,6 +11,10 @@
 
 #include "kernels/peak.h"
 
+#if HWY_ARCH_X86
+#include <immintrin.h>
+#endif
+
 HWY_BEFORE_NAMESPACE();
 namespace llada::kernels {
 namespace HWY_NAMESPACE {
@@ -46,6 +50,66 @@ double FmaLoop(int64_t iters, float* sink) {
     return static_cast<double>(iters) * 12 * 2 * hn::Lanes(df);
 }
 
+// Independent u8 x s8 dot-product chains (vpdpbusd on AVX-512 VNNI, vpmaddubsw + vpmaddwd on
+// AVX2/AVX-512BW, plain multiplies elsewhere): the ceiling of the quantised matmuls. Returns the
+// int8 operations done (2 per multiply-accumulate).
+#if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX3_DL
+#pragma GCC push_options
+#pragma GCC target("avx512vnni")
+#endif
+double Int8Loop(int64_t iters, float* sink) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+    __m512i a[12];
+    for (int i = 0; i < 12; ++i)
+        a[i] = _mm512_set1_epi32(i);
+    const __m512i u = _mm512_set1_epi8(3), s = _mm512_set1_epi8(-2);
+    for (int64_t it = 0; it < iters; ++it) {
+        for (int i = 0; i < 12; ++i) {
+#if HWY_TARGET == HWY_AVX3_DL
+            a[i] = _mm512_dpbusd_epi32(a[i], u, s);
+#else
+            a[i] = _mm512_add_epi32(
+                a[i], _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), _mm512_set1_epi16(1)));
+#endif
+        }
+    }
+    __m512i t = a[0];
+    for (int i = 1; i < 12; ++i)
+        t = _mm512_add_epi32(t, a[i]);
+    *sink = static_cast<float>(_mm512_reduce_add_epi32(t));
+    return static_cast<double>(iters) * 12 * 64 * 2;
+#elif HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+    __m256i a[8];
+    for (int i = 0; i < 8; ++i)
+        a[i] = _mm256_set1_epi32(i);
+    const __m256i u = _mm256_set1_epi8(3), s = _mm256_set1_epi8(-2);
+    for (int64_t it = 0; it < iters; ++it) {
+        for (int i = 0; i < 8; ++i) {
+            a[i] = _mm256_add_epi32(
+                a[i], _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+        }
+    }
+    __m256i t = a[0];
+    for (int i = 1; i < 8; ++i)
+        t = _mm256_add_epi32(t, a[i]);
+    int32_t v[8];
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(v), t);
+    *sink = static_cast<float>(v[0]);
+    return static_cast<double>(iters) * 8 * 32 * 2;
+#else
+    int32_t acc[16] = {};
+    for (int64_t it = 0; it < iters; ++it) {
+        for (int i = 0; i < 16; ++i)
+            acc[i] += 3 * (-2) + i;
+    }
+    *sink = static_cast<float>(acc[3]);
+    return static_cast<double>(iters) * 16 * 2;
+#endif
+}
+#if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX3_DL
+#pragma GCC pop_options
+#endif
+
 // Sums `n` floats (streaming reads); returns the bytes read.
 double ReadLoop(const float* data, int64_t n, float* sink) {
     const hn::ScalableTag<float> df;
@@ -71,9 +135,13 @@ namespace llada::kernels {
 
 HWY_EXPORT(FmaLoop);
 HWY_EXPORT(ReadLoop);
+HWY_EXPORT(Int8Loop);
 
 double fma_flops(int64_t iters, float* sink) {
     return HWY_DYNAMIC_DISPATCH(FmaLoop)(iters, sink);
+}
+double int8_ops(int64_t iters, float* sink) {
+    return HWY_DYNAMIC_DISPATCH(Int8Loop)(iters, sink);
 }
 double read_bytes(const float* data, int64_t n, float* sink) {
     return HWY_DYNAMIC_DISPATCH(ReadLoop)(data, n, sink);

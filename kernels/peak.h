@@ -8,6 +8,9 @@ namespace llada::kernels {
 
 // Runs `iters` rounds of independent FMA chains; returns the floating-point operations done.
 double fma_flops(int64_t iters, float* sink);
+// Runs `iters` rounds of independent u8 x s8 dot-product chains; returns the int8 operations
+// done (2 per multiply-accumulate).
+double int8_ops(int64_t iters, float* sink);
 // Streams through n floats; returns the bytes read.
 double read_bytes(const float* data, int64_t n, float* sink);
 
