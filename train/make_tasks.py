@@ -1,0 +1,56 @@
+"""Writes the test sets of the task suite to models/tasks/ (deterministic: same bytes every run).
+
+    /usr/bin/python3 train/make_tasks.py [--out models/tasks] [--n 1000] [--hard 500]
+
+Files: <task>-test.jsonl (--n problems drawn like the training data, but only problems whose hash
+puts them in the test split), <task>-hard.jsonl (--hard problems from the hard distribution, also
+from the test split), all-test.jsonl (every <task>-test, concatenated in TASKS order),
+all-hard.jsonl, and smoke-50.jsonl (the first problems of each <task>-test, 50 in all, tasks
+interleaved). One JSON object per line: {"task", "prompt", "answer"}; see tasks.py for the tasks,
+the split and the scoring rule.
+"""
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import tasks  # noqa: E402
+
+SEED = 2024
+
+
+def main():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=os.path.join(root, "models", "tasks"))
+    ap.add_argument("--n", type=int, default=1000)
+    ap.add_argument("--hard", type=int, default=500)
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    all_test, all_hard, per_task = [], [], {}
+    for t in tasks.TASKS:
+        test = tasks.make_test_set(t, args.n, SEED)
+        hard = tasks.make_test_set(t, args.hard, SEED, hard=True)
+        tasks.write_jsonl(os.path.join(args.out, f"{t}-test.jsonl"), test)
+        tasks.write_jsonl(os.path.join(args.out, f"{t}-hard.jsonl"), hard)
+        all_test += test
+        all_hard += hard
+        per_task[t] = test
+        print(f"{t}: {len(test)} test, {len(hard)} hard")
+    tasks.write_jsonl(os.path.join(args.out, "all-test.jsonl"), all_test)
+    tasks.write_jsonl(os.path.join(args.out, "all-hard.jsonl"), all_hard)
+    smoke = []
+    i = 0
+    while len(smoke) < 50:
+        for t in tasks.TASKS:
+            if len(smoke) < 50:
+                smoke.append(per_task[t][i])
+        i += 1
+    tasks.write_jsonl(os.path.join(args.out, "smoke-50.jsonl"), smoke)
+    print(f"all-test {len(all_test)}, all-hard {len(all_hard)}, smoke-50 {len(smoke)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,236 @@
+"""Tests of the training side: objective, split, task answers, export round trip.
+
+    /usr/bin/python3 -m unittest discover -s train -p 'test_train.py'
+"""
+
+import os
+import random
+import re
+import sys
+import tempfile
+import unittest
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import sft  # noqa: E402
+import tasks  # noqa: E402
+import vocab  # noqa: E402
+from model import Config, Model, load_gguf  # noqa: E402
+
+torch.set_num_threads(1)
+
+
+class TestObjective(unittest.TestCase):
+    def test_mask_only_response(self):
+        rows = [sft.encode_row("12+35=", tasks.add_answer(12, 35), "llada"),
+                sft.encode_row("sort 55 44 33 22 11:", "11 22 33 44 55", "llada")]
+        tokens, valid, resp = sft.collate(rows)
+        g = torch.Generator().manual_seed(0)
+        t = torch.ones(2)  # p = 1: every response position is masked
+        noisy, masked, p = sft.llada_mask(tokens, resp, t, g)
+        self.assertTrue(torch.equal(masked, resp))
+        self.assertTrue(torch.equal(noisy[~resp], tokens[~resp]))  # prompt and padding intact
+        self.assertTrue(bool((noisy[resp] == vocab.MASK).all()))
+        # Response = GEN_LENGTH positions per row, the prompt (with BOS) never.
+        self.assertEqual(resp.sum(1).tolist(), [tasks.GEN_LENGTH] * 2)
+        plen0 = rows[0][1]
+        self.assertFalse(bool(resp[0, :plen0].any()))
+        for _ in range(20):  # any t: never a prompt or padding position
+            noisy, masked, p = sft.llada_mask(tokens, resp, torch.rand(2, generator=g), g)
+            self.assertFalse(bool((masked & ~resp).any()))
+
+    def test_response_padded_with_eos(self):
+        ids, plen = sft.encode_row("1+1=", "02 => 2", "llada")
+        self.assertEqual(ids[0], vocab.BOS)
+        self.assertEqual(plen, 5)
+        self.assertEqual(len(ids) - plen, tasks.GEN_LENGTH)
+        self.assertEqual(ids[plen:plen + 7], vocab.encode("02 => 2"))
+        self.assertTrue(all(i == vocab.EOS for i in ids[plen + 7:]))
+        ids, plen = sft.encode_row("1+1=", "02 => 2", "llama")
+        self.assertEqual(ids[plen:], vocab.encode("02 => 2") + [vocab.EOS])
+
+    def test_loss_hand_computation(self):
+        # 2 rows, L = 4, V = 3. Row 0: prompt 1 position, response 3; row 1: prompt 2, response 2.
+        torch.manual_seed(0)
+        logits = torch.randn(2, 4, 3)
+        tokens = torch.tensor([[0, 1, 2, 0], [1, 1, 0, 2]])
+        resp = torch.tensor([[False, True, True, True], [False, False, True, True]])
+        masked = torch.tensor([[False, True, False, True], [False, False, True, False]])
+        p = torch.tensor([0.5, 0.25])[:, None].expand(2, 4)
+        got = sft.llada_loss_from_logits(logits, tokens, masked, p, resp, n_rows=2)
+
+        def ce(i, j):
+            return -torch.log_softmax(logits[i, j], -1)[tokens[i, j]].item()
+
+        row0 = (ce(0, 1) / 0.5 + ce(0, 3) / 0.5) / 3  # / response length 3
+        row1 = (ce(1, 2) / 0.25) / 2  # / response length 2
+        self.assertAlmostEqual(got.item(), (row0 + row1) / 2, places=5)
+
+    def test_t_sampling(self):
+        g = torch.Generator().manual_seed(1)
+        for strat in (False, True):
+            t = sft.sample_t(1000, g, strat)
+            self.assertTrue(bool(((t >= 0) & (t < 1)).all()))
+            self.assertAlmostEqual(t.mean().item(), 0.5, delta=0.05)
+        t = sft.sample_t(8, g, True)  # one draw per stratum
+        self.assertEqual(sorted((t * 8).floor().long().tolist()), list(range(8)))
+
+    def test_ar_loss(self):
+        torch.manual_seed(0)
+        logits = torch.randn(1, 4, 3)
+        tokens = torch.tensor([[0, 1, 2, 1]])
+        resp = torch.tensor([[False, False, True, True]])
+        got = sft.ar_loss_from_logits(logits, tokens, resp, n_tokens=2).item()
+        want = -(torch.log_softmax(logits[0, 1], -1)[2] + torch.log_softmax(logits[0, 2], -1)[1]) / 2
+        self.assertAlmostEqual(got, want.item(), places=5)
+
+    def test_forward_padded_equals_rows_alone(self):
+        for arch in ("llada", "llama"):
+            cfg = Config(arch=arch, d=32, n_layer=2, n_head=4, n_kv_head=2, ffn=64)
+            m = Model(cfg)
+            m.init_weights(seed=3)
+            rows = [([vocab.BOS, 1, 2, 3, 4, 5], 3), ([vocab.BOS, 7, 8], 2)]
+            tokens, valid, _ = sft.collate(rows)
+            with torch.no_grad():
+                padded = sft.forward_padded(m, tokens, valid)
+                for i, (ids, _) in enumerate(rows):
+                    alone = m(torch.tensor([ids]))[0]
+                    self.assertTrue(torch.allclose(padded[i, :len(ids)], alone, atol=1e-5))
+
+
+def _check_add(prompt, answer):
+    a, b = map(int, re.fullmatch(r"(\d+)\+(\d+)=", prompt).groups())
+    work, result = answer.split(" => ")
+    assert int(result) == a + b and str(int(result)) == result, (prompt, answer)
+    carry = 0
+    entries = work.split(",")
+    assert len(entries) == max(len(str(a)), len(str(b)))
+    for i, e in enumerate(entries):
+        assert re.fullmatch(r"\d\d", e), (prompt, e)
+        s = a // 10 ** i % 10 + b // 10 ** i % 10 + carry
+        assert int(e) == s, (prompt, answer)
+        carry = s // 10
+
+
+def _check_sub(prompt, answer):
+    a, b = map(int, re.fullmatch(r"(\d+)-(\d+)=", prompt).groups())
+    work, result = answer.split(" => ")
+    assert a >= b and int(result) == a - b and str(int(result)) == result, (prompt, answer)
+    borrow = 0
+    entries = work.split(",")
+    assert len(entries) == len(str(a))
+    for i, e in enumerate(entries):
+        out, d = map(int, re.fullmatch(r"([01])(\d)", e).groups())
+        diff = a // 10 ** i % 10 - b // 10 ** i % 10 - borrow
+        assert (out, d) == ((1, diff + 10) if diff < 0 else (0, diff)), (prompt, answer)
+        borrow = out
+
+
+def _check_sort(prompt, answer):
+    assert prompt.startswith("sort ") and prompt.endswith(":")
+    nums = [int(v) for v in prompt[5:-1].split()]
+    assert [int(v) for v in answer.split(" ")] == sorted(nums)
+
+
+def _check_word(prompt, answer):
+    m = re.fullmatch(r"([A-Z][a-z]+) had (\d+), (.*)\.", prompt)
+    cur = int(m.group(2))
+    want = []
+    for i, ev in enumerate(m.group(3).split(", ")):
+        verb, n = ev.split(" ")
+        new = cur + int(n) if verb in ("got", "won", "made") else cur - int(n)
+        assert new >= 0
+        want.append(f"{cur if i == 0 else ''}{'+' if new >= cur else '-'}{n}={new}")
+        cur = new
+    assert answer == ",".join(want) + f". Answer: {cur}", (prompt, answer)
+
+
+CHECKS = {"add": _check_add, "sub": _check_sub, "sort": _check_sort, "word": _check_word}
+
+
+class TestTasks(unittest.TestCase):
+    def test_answers_correct(self):
+        rng = random.Random(5)
+        for t in tasks.TASKS:
+            for hard in (False, True):
+                for _ in range(300):
+                    prompt, answer, _ = tasks.GENERATORS[t](rng, hard=hard)
+                    CHECKS[t](prompt, answer)
+
+    def test_examples(self):
+        self.assertEqual(tasks.add_answer(48213, 9077), "10,09,02,17,05 => 57290")
+        self.assertEqual(tasks.add_answer(12, 35), "07,04 => 47")
+        self.assertEqual(tasks.sub_answer(5203, 867), "16,13,13,04 => 4336")
+        self.assertEqual(tasks.sub_answer(1000, 999), "11,10,10,00 => 1")
+        self.assertEqual(tasks.word_answer(12, [("ate", 5), ("got", 17)]),
+                         "12-5=7,+17=24. Answer: 24")
+
+    def test_lengths_fit(self):
+        rng = random.Random(6)
+        for t in tasks.TASKS:
+            for hard in (False, True):
+                for _ in range(500):
+                    prompt, answer, _ = tasks.GENERATORS[t](rng, hard=hard)
+                    self.assertLess(len(vocab.encode(answer)), tasks.GEN_LENGTH)
+                    self.assertLessEqual(len(vocab.encode(prompt)), 40)
+
+    def test_split_disjoint(self):
+        test = {t: tasks.make_test_set(t, 200, 2024) for t in tasks.TASKS}
+        for t, rows in test.items():
+            self.assertTrue(all(tasks.is_test(t, r["prompt"]) for r in rows))
+        stream = sft.TaskStream(0)
+        seen = set()
+        for _ in range(4000):
+            task, prompt, _ = stream.next()
+            self.assertFalse(tasks.is_test(task, prompt))
+            seen.add((task, prompt))
+        for t, rows in test.items():
+            for r in rows:
+                self.assertNotIn((t, r["prompt"]), seen)
+
+    def test_shipped_files(self):
+        d = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                         "models", "tasks")
+        if not os.path.isdir(d):
+            self.skipTest("models/tasks not written")
+        for name in os.listdir(d):
+            if not name.endswith(".jsonl"):
+                continue
+            for r in tasks.read_jsonl(os.path.join(d, name)):
+                self.assertTrue(tasks.is_test(r["task"], r["prompt"]), (name, r))
+                CHECKS[r["task"]](r["prompt"], r["answer"])
+
+    def test_score(self):
+        self.assertTrue(tasks.score("  12 27 38 \n", "12 27 38"))
+        self.assertFalse(tasks.score("12 27 39", "12 27 38"))
+        ids = vocab.encode("12 27") + [vocab.EOS] + vocab.encode("junk")
+        self.assertTrue(tasks.score(vocab.decode(ids), "12 27"))
+
+
+class TestExport(unittest.TestCase):
+    def test_round_trip(self):
+        for arch, tied in (("llada", False), ("llama", False), ("llada", True)):
+            cfg = Config(arch=arch, d=32, n_layer=2, n_head=4, n_kv_head=2, ffn=64, tied=tied)
+            m = Model(cfg)
+            m.init_weights(seed=1)
+            with tempfile.TemporaryDirectory() as d:
+                path = os.path.join(d, "m.gguf")
+                sft.export(m, path, "t", {"description": "test"})
+                m2, md = load_gguf(path)
+            x = torch.tensor([[vocab.BOS] + vocab.encode("12+35=") + [vocab.MASK] * 8])
+            with torch.no_grad():
+                self.assertTrue(torch.equal(m(x), m2(x)))
+            self.assertEqual(md["general.architecture"], arch)
+            self.assertEqual(md["tokenizer.ggml.mask_token_id"], vocab.MASK)
+            self.assertEqual(md["tokenizer.ggml.model"], "gpt2")
+            # eps is stored as float32 (1e-5 -> 9.99999974e-06), which is also what the float32
+            # forward adds in either case, so the logits stay bit-identical.
+            self.assertAlmostEqual(m2.cfg.eps, m.cfg.eps, delta=1e-12)
+            m2.cfg.eps = m.cfg.eps
+            self.assertEqual(m2.cfg, m.cfg)
+
+
+if __name__ == "__main__":
+    unittest.main()
