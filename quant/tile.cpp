@@ -2,6 +2,7 @@
 #include "quant/tile.h"
 
 #include <cassert>
+#include <cmath>
 #include <cstring>
 
 #include "quant/blocks.h"
@@ -19,6 +20,43 @@ inline int group_n(int g, int i) {
 }
 inline int group_k(int g, int i) {
     return 2 * (g / 2) + i % 2;
+}
+
+// round_to_fp16 for values in fp16's normal range by dropping 13 mantissa bits (round to nearest
+// even, as fp32_to_fp16 does); the full conversion for the rest. Bit-identical to round_to_fp16.
+inline float fp16_round(float v) {
+    uint32_t u;
+    std::memcpy(&u, &v, 4);
+    const uint32_t a = u & 0x7fffffffu;
+    if (a < 0x38800000u || a >= 0x477ff000u) return round_to_fp16(v);
+    u += 0x0fffu + ((u >> 13) & 1u);
+    u &= ~0x1fffu;
+    std::memcpy(&v, &u, 4);
+    return v;
+}
+
+constexpr float kQm8[16] = {-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7};
+
+// lut[q] = d * (q - 8), rounded to fp16 when asked. When every product is a normal fp16 value
+// (the usual case) the rounding is branch-free integer work the compiler vectorises.
+inline void build_lut(float d, bool fp16, float* lut) {
+    for (int q = 0; q < 16; ++q)
+        lut[q] = d * kQm8[q];
+    if (!fp16) return;
+    const float a = std::fabs(d);
+    if (a >= 6.103515625e-05f && a * 8.0f < 65504.0f) {
+        uint32_t u[16];
+        std::memcpy(u, lut, sizeof(u));
+        for (int q = 0; q < 16; ++q) {
+            // 0 stays 0: adding the rounding bias to +0/-0 cannot carry past bit 13.
+            u[q] += 0x0fffu + ((u[q] >> 13) & 1u);
+            u[q] &= ~0x1fffu;
+        }
+        std::memcpy(lut, u, sizeof(u));
+    } else {
+        for (int q = 0; q < 16; ++q)
+            lut[q] = fp16_round(lut[q]);
+    }
 }
 
 }  // namespace
@@ -102,30 +140,29 @@ void quantize_tile_strips(const TileLayout& l, const float* rows, int64_t ld, in
 
 void dequantize_tile_strip(const TileLayout& l, const uint8_t* strip, float* out, int64_t ldo,
                            bool fp16_lut) {
+    // One tile at a time into a small [n][k] block that stays in L1 (a group scatters its values
+    // over 16 rows), then each row of the block is copied out whole.
+    alignas(64) float block[kTileDim][kTileDim];
     float lut[16];
     for (int64_t kt = 0; kt < l.k_tiles; ++kt) {
         const uint8_t* tile = strip + kt * l.tile_bytes;
-        float* o = out + kt * kTileDim;
         for (int g = 0; g < kGroupsPerTile; ++g) {
             const int sb = g / kTileGroupsPerSuper, gl = g % kTileGroupsPerSuper;
             // Pairs of values share an output row: value 2j is input 2(g/2) of output
             // 16(g%2) + j, value 2j+1 the next input.
-            float* base = o + static_cast<int64_t>(16 * (g % 2)) * ldo + 2 * (g / 2);
+            float* base = &block[16 * (g % 2)][2 * (g / 2)];
             switch (l.type) {
                 case TileType::TQ4: {
                     const auto* super = reinterpret_cast<const SuperBlockTQ4*>(tile) + sb;
-                    const float d = fp16_to_fp32(super->d[gl]);
-                    for (int q = 0; q < 16; ++q) {
-                        const float v = d * static_cast<float>(q - 8);
-                        lut[q] = fp16_lut ? round_to_fp16(v) : v;
-                    }
+                    build_lut(fp16_to_fp32(super->d[gl]), fp16_lut, lut);
                     const uint8_t* qs = super->qs[gl];
                     for (int j = 0; j < 8; ++j) {
                         // Values 2j, 2j+1 (low nibbles) and 2j+16, 2j+17 (high nibbles).
-                        base[j * ldo] = lut[qs[2 * j] & 0x0f];
-                        base[j * ldo + 1] = lut[qs[2 * j + 1] & 0x0f];
-                        base[(j + 8) * ldo] = lut[qs[2 * j] >> 4];
-                        base[(j + 8) * ldo + 1] = lut[qs[2 * j + 1] >> 4];
+                        const uint8_t b0 = qs[2 * j], b1 = qs[2 * j + 1];
+                        base[j * kTileDim] = lut[b0 & 0x0f];
+                        base[j * kTileDim + 1] = lut[b1 & 0x0f];
+                        base[(j + 8) * kTileDim] = lut[b0 >> 4];
+                        base[(j + 8) * kTileDim + 1] = lut[b1 >> 4];
                     }
                     break;
                 }
@@ -136,21 +173,38 @@ void dequantize_tile_strip(const TileLayout& l, const uint8_t* strip, float* out
                     for (int j = 0; j < 16; ++j) {
                         const float v0 = d * static_cast<float>(qs[2 * j]);
                         const float v1 = d * static_cast<float>(qs[2 * j + 1]);
-                        base[j * ldo] = fp16_lut ? round_to_fp16(v0) : v0;
-                        base[j * ldo + 1] = fp16_lut ? round_to_fp16(v1) : v1;
+                        base[j * kTileDim] = fp16_lut ? fp16_round(v0) : v0;
+                        base[j * kTileDim + 1] = fp16_lut ? fp16_round(v1) : v1;
                     }
                     break;
                 }
                 case TileType::TF16: {
                     const auto* h = reinterpret_cast<const uint16_t*>(tile) + g * kTileGroup;
                     for (int j = 0; j < 16; ++j) {
-                        base[j * ldo] = fp16_to_fp32(h[2 * j]);
-                        base[j * ldo + 1] = fp16_to_fp32(h[2 * j + 1]);
+                        base[j * kTileDim] = fp16_to_fp32(h[2 * j]);
+                        base[j * kTileDim + 1] = fp16_to_fp32(h[2 * j + 1]);
                     }
                     break;
                 }
             }
         }
+        for (int n = 0; n < kTileDim; ++n)
+            std::memcpy(out + n * ldo + kt * kTileDim, block[n], sizeof(block[n]));
+    }
+}
+
+void dequantize_tile_strip_kn(const TileLayout& l, const uint8_t* strip, float* w, bool fp16_lut) {
+    alignas(64) float block[kTileDim * kTileDim];
+    for (int64_t kt = 0; kt < l.k_tiles; ++kt) {
+        const TileLayout one = [&] {
+            TileLayout t = l;
+            t.k_tiles = 1;
+            return t;
+        }();
+        dequantize_tile_strip(one, strip + kt * l.tile_bytes, block, kTileDim, fp16_lut);
+        for (int n = 0; n < kTileDim; ++n)
+            for (int k = 0; k < kTileDim; ++k)
+                w[(kt * kTileDim + k) * kTileDim + n] = block[n * kTileDim + k];
     }
 }
 

@@ -87,6 +87,10 @@ void quantize_tile_strips(const TileLayout& l, const float* rows, int64_t ld, in
 void dequantize_tile_strip(const TileLayout& l, const uint8_t* strip, float* out, int64_t ldo,
                            bool fp16_lut);
 
+// The same strip input-major: w[k][32] for k < K' (out[k * 32 + n]), the layout the NPU
+// simulator's matmul kernel reads (kernels/tile_gemm.h); its scalar reference.
+void dequantize_tile_strip_kn(const TileLayout& l, const uint8_t* strip, float* w, bool fp16_lut);
+
 // The scalar reference: element (n, k) of the matrix (exact float value).
 float tile_value(const TileLayout& l, const uint8_t* data, int64_t n, int64_t k);
 

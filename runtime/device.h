@@ -1,12 +1,17 @@
-// The device interface: compile a plan once per row capacity, then execute it many times.
+// The device interface: compile a plan once (its shape buckets on first use), then execute it
+// many times. Devices: `cpu` (flexible shapes, SIMD kernels) and `npu-sim` (a functional and
+// timing simulator of a Hexagon-class NPU; runtime/npu_device.h). Nothing above runtime/ knows
+// which device runs: decoding and the model see only this interface.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "runtime/device_report.h"
 #include "runtime/kv_cache.h"
 #include "runtime/plan.h"
 #include "runtime/thread_pool.h"
@@ -40,16 +45,81 @@ class CompiledPlan {
     virtual size_t arena_bytes() const = 0;
 };
 
+// What a device is and how it executes.
+struct DeviceCaps {
+    std::string name;           // "cpu", "npu-sim"
+    std::string profile;        // cost-model profile ("" when times are not projected)
+    bool projected = false;     // report() holds projected (cost-model) times
+    bool functional = true;     // false: timing only, outputs are placeholders (zeros)
+    int64_t tile_rows = 1;      // matmul rows are computed in multiples of this
+    size_t window_bytes = 0;    // device-visible address window (0: all host memory)
+    std::string memory_policy;  // npu-sim: "baseline" (map on use) or "optimised"
+};
+
+// One row of a device's latency table: what a forward of `rows` window rows costs.
+struct LatencyEntry {
+    int64_t rows = 0;
+    int64_t bucket = 0;       // the static shape the rows execute in
+    double projected_ms = 0;  // steady-state step latency (compile excluded)
+    double npu_ms = 0;        // of which ops on the NPU (flat inside a tile: the staircase)
+    double cpu_ms = 0;        // of which ops on the CPU (the output head grows with rows)
+    size_t arena_bytes = 0;   // activation memory of the bucket (host float32 layout)
+    size_t kv_bytes = 0;      // the KV cache the plan attends to (device fp16 layout)
+};
+
+// A buffer the host fills and the device reads: map() makes it addressable by the host,
+// unmap() hands it back to the device (on npu-sim both are charged to the projected time).
+class DeviceBuffer {
+  public:
+    virtual ~DeviceBuffer() = default;
+    virtual size_t size() const = 0;
+    virtual void* map() = 0;
+    virtual void unmap() = 0;
+    virtual bool mapped() const = 0;
+};
+
 class Device {
   public:
     virtual ~Device() = default;
     virtual std::string name() const = 0;
+    virtual DeviceCaps caps() const;
+
+    // Compiles a plan recorded for up to plan.max_rows rows. A device with static shapes
+    // compiles each shape bucket on its first use (cached), or ahead with compile_bucket().
     virtual std::unique_ptr<CompiledPlan> compile(Plan plan) = 0;
+    // The static shape a window of `rows` rows executes in (`rows` itself on a flexible device).
+    virtual int64_t bucket_for(int64_t rows) const { return rows; }
+    // Compiles the bucket that holds `rows` now instead of at its first execution.
+    virtual void compile_bucket(CompiledPlan& compiled, int64_t rows) {}
     virtual void execute(CompiledPlan& compiled, const Batch& batch, KvCache& kv,
                          const OpObserver* observer = nullptr) = 0;
+
+    // Projected steady-state latency of one forward of `plan` for each row count, attending to
+    // `kv_len` cached positions, all rows sent through the output head. Empty when the device
+    // has no cost model. Decoding policies size their windows with it (DESIGN.md §4).
+    virtual std::vector<LatencyEntry> latency_table(const Plan& plan, std::span<const int64_t> rows,
+                                                    int64_t kv_len);
+
+    // A device-visible buffer of `bytes` bytes (host memory on the cpu device).
+    virtual std::unique_ptr<DeviceBuffer> alloc_buffer(size_t bytes);
+
+    // What the device did since the last reset: ops by placement, projected time by category,
+    // the memory runtime's counters. Null when the device keeps no report.
+    virtual const DeviceReport* report() const { return nullptr; }
+    virtual void reset_report() {}
 };
 
 // The CPU device: SIMD kernels split over the thread pool.
 std::unique_ptr<Device> make_cpu_device(ThreadPool& pool);
+
+// The CPU device with a projection: every execution is also timed by the cost model of a CPU
+// profile (e.g. "sm8750-cpu": the phone CPU the baselines are projected on), reported as
+// projected; with timing_only the math is skipped and outputs are zeros.
+struct CpuDeviceOptions {
+    std::string projection_profile;  // "" = no projection
+    std::string profile_overrides;   // "key=value,..." (npu::Profile::apply_overrides)
+    bool timing_only = false;
+};
+std::unique_ptr<Device> make_cpu_device(ThreadPool& pool, const CpuDeviceOptions& options);
 
 }  // namespace llada::runtime

@@ -146,6 +146,91 @@ void DecodeFlags::finish(const ArgTable& args, const model::Model& model) {
     opt.kernels.lut_dequant = lut_dequant;
 }
 
+void DeviceFlags::add_to(ArgTable& args) {
+    args.section("Device");
+    args.string({"--device"}, "NAME",
+                "cpu (default) or npu-sim (the simulated NPU: matrix work on the NPU,\n"
+                "vocabulary-wide work on the CPU, times projected by a cost model)",
+                &config.device);
+    args.string({"--npu-profile"}, "NAME",
+                "npu-sim: sm8750 (default), sm8650, sm8550 (2 GiB window);\n"
+                "cpu: sm8750-cpu projects the CPU run onto the phone's CPU",
+                &config.profile);
+    args.string({"--npu-memory"}, "POLICY",
+                "npu-sim weight memory: optimised (default: resident weights plus a ring of\n"
+                "streamed layers, prefetched) or baseline (map each tensor on use, unmap\n"
+                "the least recently used when the window is full)",
+                &config.memory);
+    args.string({"--npu-weights"}, "RECIPE",
+                "npu-sim tile formats: model (Q4_0 -> TQ4, Q8_0 -> TQ8, float -> TF16;\n"
+                "default) or tq4 (TQ4, TQ8 for FFN down)",
+                &config.weights);
+    args.string({"--npu-set"}, "K=V,...",
+                "override profile parameters, e.g. map_fixed_us=500,window_gib=2",
+                &config.overrides);
+    args.string({"--npu-buckets"}, "LIST",
+                "npu-sim static row shapes (default: every multiple of 32)", &buckets);
+    args.flag({"--timing-only"}, "project times without computing (outputs are placeholders)",
+              &config.timing_only);
+}
+
+std::unique_ptr<runtime::Device> DeviceFlags::make(runtime::ThreadPool& pool) const {
+    runtime::DeviceConfig c = config;
+    c.buckets.clear();
+    std::stringstream ss(buckets);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+        if (item.empty()) continue;
+        char* end = nullptr;
+        const long long v = std::strtoll(item.c_str(), &end, 10);
+        if (*end != '\0' || v <= 0) throw Error("--npu-buckets: '" + item + "' is not a row count");
+        c.buckets.push_back(v);
+    }
+    return runtime::make_device(c, pool);
+}
+
+nlohmann::json device_report_json(const runtime::DeviceReport& r) {
+    nlohmann::json cats = nlohmann::json::object();
+    for (int c = 0; c < npu::kCategories; ++c) {
+        cats[npu::category_name(static_cast<npu::Category>(c))] = r.projected_us.us[c] / 1e3;
+    }
+    nlohmann::json j = {{"device", r.device},
+                        {"profile", r.profile},
+                        {"projected", r.projected},
+                        {"functional", r.functional},
+                        {"executions", r.executions},
+                        {"ops_npu", r.ops_npu},
+                        {"ops_cpu", r.ops_cpu},
+                        {"rows", r.rows},
+                        {"padded_rows", r.padded_rows},
+                        {"buckets_compiled", r.buckets_compiled},
+                        {"host_s", r.host_s}};
+    if (r.projected) {
+        j["projected_ms"] = r.projected_ms();
+        j["projected_ms_by_category"] = cats;
+        j["projected_npu_ms"] = r.npu_us / 1e3;
+        j["projected_cpu_ms"] = r.cpu_us / 1e3;
+        j["projected_one_time_ms"] = r.one_time_us / 1e3;
+    }
+    if (!r.memory_policy.empty()) {
+        j["memory"] = {{"policy", r.memory_policy},
+                       {"window_bytes", r.window_bytes},
+                       {"window_peak_bytes", r.window_peak},
+                       {"mappings", r.mappings},
+                       {"unmappings", r.unmappings},
+                       {"bytes_mapped", r.bytes_mapped},
+                       {"bytes_copied", r.bytes_copied},
+                       {"bytes_moved", r.bytes_moved()},
+                       {"projected_stall_ms", r.stall_us() / 1e3},
+                       {"projected_prefetch_ms", r.prefetch_us / 1e3},
+                       {"fragmentation", r.fragmentation},
+                       {"resident_bytes", r.resident_bytes},
+                       {"streamed_bytes_per_forward", r.streamed_bytes},
+                       {"ring_slots", r.ring_slots}};
+    }
+    return j;
+}
+
 std::vector<int32_t> parse_token_ids(const std::string& text, const std::string& what) {
     std::vector<int32_t> ids;
     std::istringstream is(text);

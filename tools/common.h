@@ -3,11 +3,13 @@
 #pragma once
 
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "decode/policy.h"
 #include "model/model.h"
+#include "runtime/devices.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/args.h"
 
@@ -48,6 +50,18 @@ struct DecodeFlags {
     // the flags the user did not give, then checks the remaining relations.
     void finish(const ArgTable& args, const model::Model& model);
 };
+
+// The device flags of llada-cli, llada-eval and llada-bench: which device runs the plans and,
+// for npu-sim (or a cpu run projected onto a phone CPU), the profile and the memory runtime.
+struct DeviceFlags {
+    runtime::DeviceConfig config;
+    std::string buckets;
+    void add_to(ArgTable& args);
+    // Throws llada::Error for an unknown device or profile and for flags the device ignores.
+    std::unique_ptr<runtime::Device> make(runtime::ThreadPool& pool) const;
+};
+// A device report as JSON (every time field in milliseconds; "projected" fields are projected).
+nlohmann::json device_report_json(const runtime::DeviceReport& r);
 
 // Parses "ID ID ..." into token ids; throws llada::Error naming `what` on bad input.
 std::vector<int32_t> parse_token_ids(const std::string& text, const std::string& what);

@@ -5,6 +5,11 @@
 //     each R; ms, rows/s, GFLOP/s and the share of the measured peak (a roofline table).
 //   --e2e: whole generations per decoding policy (prompt + gen), latency and counters, with
 //     llama.cpp's llama-diffusion-cli on the same file interleaved when --llama-diffusion is given.
+//   --ablation: the published on-phone ablation's structure (CPU, + prefix KV cache, + NPU
+//     offload, + swap-optimised memory runtime), each row projected by the device cost model,
+//     beside the published seconds and this host's wall time, plus the sensitivity of the
+//     projection to the unpublished map/unmap and copy costs.
+//   --device npu-sim adds projected_ms (the device's latency table) to every row of rows mode.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -18,6 +23,7 @@
 
 #include "decode/policy.h"
 #include "kernels/peak.h"
+#include "npu/profile.h"
 #include "runtime/device.h"
 #include "tools/common.h"
 #include "util/error.h"
@@ -43,8 +49,9 @@ size_t peak_rss_bytes() {
 }
 
 struct Peaks {
-    double gflops = 0;  // FMA, all threads
-    double gbps = 0;    // streaming reads, all threads
+    double gflops = 0;     // FMA, all threads
+    double int8_gops = 0;  // u8 x s8 dot products, all threads (2 ops per multiply-add)
+    double gbps = 0;       // streaming reads, all threads
 };
 
 // Runs body(thread) on every thread of the pool for about `seconds` and returns the summed
@@ -71,6 +78,8 @@ Peaks measure_peaks(runtime::ThreadPool& pool) {
     float sink = 0;
     p.gflops =
         all_threads_rate(pool, 0.5, [&](int) { return kernels::fma_flops(1 << 20, &sink); }) / 1e9;
+    p.int8_gops =
+        all_threads_rate(pool, 0.5, [&](int) { return kernels::int8_ops(1 << 20, &sink); }) / 1e9;
     // 256 MiB per thread: far beyond the caches.
     const int64_t n = 64ll << 20;
     std::vector<std::vector<float>> bufs(pool.size(), std::vector<float>(n, 1.0f));
@@ -99,6 +108,11 @@ nlohmann::json run_rows(const model::Model& m, runtime::Device& dev, const std::
     const int max_r = *std::max_element(rows.begin(), rows.end());
     const int n_pos = prefix + max_r;
     model::Session s(m, dev, 1, n_pos, std::max(prefix, max_r), max_r);
+    // Quantised weights run on int8 dot products, the others on float FMAs: the matching peak.
+    const format::GgufTensor* probe = m.gguf().find_tensor("blk.0.ffn_gate.weight");
+    const bool int8 = probe && (probe->type == format::TensorType::Q4_0 ||
+                                probe->type == format::TensorType::Q8_0);
+    const double peak = int8 ? peaks.int8_gops : peaks.gflops;
     std::vector<int32_t> tok(n_pos), pos(n_pos), seq(n_pos, 0);
     for (int i = 0; i < n_pos; ++i) {
         tok[i] = static_cast<int32_t>((i * 7919) % m.hparams().n_vocab);
@@ -125,12 +139,20 @@ nlohmann::json run_rows(const model::Model& m, runtime::Device& dev, const std::
         }
         const double med = median(ms);
         const double gflops = forward_flops(m, R, prefix) / (med * 1e-3) / 1e9;
-        out.push_back({{"rows", R},
-                       {"prefix", prefix},
-                       {"ms", med},
-                       {"rows_per_s", R / (med * 1e-3)},
-                       {"gflops", gflops},
-                       {"peak_pct", peaks.gflops > 0 ? 100.0 * gflops / peaks.gflops : 0.0}});
+        out.push_back(
+            {{"rows", R},
+             {"prefix", prefix},
+             {"ms", med},
+             {"rows_per_s", R / (med * 1e-3)},
+             {"gflops", gflops},
+             {"peak_pct", peak > 0 ? 100.0 * gflops / peak : 0.0},
+             // Roofline: weight bytes streamed per forward set the memory ceiling.
+             {"intensity", forward_flops(m, R, prefix) / static_cast<double>(m.weight_bytes())},
+             {"bound",
+              forward_flops(m, R, prefix) / static_cast<double>(m.weight_bytes()) * peaks.gbps <
+                      peak
+                  ? "memory"
+                  : "compute"}});
     }
     return out;
 }
@@ -280,6 +302,168 @@ double run_llama_bench(const std::string& bin, const std::string& model, int row
     throw Error("no result in llama-bench's output:\n" + out.substr(0, 2000));
 }
 
+// One configuration of the published ablation (npu-facts.md, "LLaDA-8B on a phone").
+struct AblationRow {
+    const char* name;
+    const char* policy;
+    bool npu;
+    const char* memory;
+    double published_s;
+};
+
+constexpr AblationRow kAblation[] = {
+    {"CPU", "vanilla", false, "", 2996.2},
+    {"+ prefix KV cache", "prefix-cache", false, "", 607.0},
+    {"+ NPU offload", "prefix-cache", true, "baseline", 341.2},
+    {"+ swap-optimised memory runtime", "prefix-cache", true, "optimised", 87.0},
+};
+
+struct AblationRun {
+    double wall_s = 0;
+    runtime::DeviceReport rep;
+    model::ForwardStats stats;
+};
+
+// Runs one configuration on a fresh device (so compile and the first load of the window are
+// charged once and reported apart from the per-request time).
+AblationRun run_ablation_row(const tools::LoadedModel& lm, const AblationRow& row,
+                             const std::string& cache_policy, const runtime::DeviceConfig& base,
+                             const std::vector<int32_t>& prompt, int gen, int block, int steps,
+                             runtime::ThreadPool& pool) {
+    runtime::DeviceConfig c = base;
+    if (row.npu) {
+        c.device = "npu-sim";
+        c.memory = row.memory;
+    } else {
+        c.device = "cpu";
+        c.profile = npu::find_profile(base.profile.empty() ? "sm8750" : base.profile).cpu_profile;
+        c.memory = "optimised";
+        c.weights = "model";
+        c.buckets.clear();
+    }
+    auto dev = runtime::make_device(c, pool);
+    decode::GenerateOptions opt;
+    opt.gen = gen;
+    opt.block = block;
+    opt.steps = steps;
+    opt.early_stop = 0;  // every block decoded, as a fixed-length benchmark
+    const std::string policy = std::string(row.policy) == "vanilla" ? "vanilla" : cache_policy;
+    auto p = decode::make_policy(policy, *lm.model, *dev, opt, lm.ids);
+    AblationRun r;
+    const auto t0 = Clock::now();
+    const auto res = p->generate(prompt);
+    r.wall_s = seconds_since(t0);
+    r.rep = *dev->report();
+    r.stats = res.stats;
+    return r;
+}
+
+double per_request_s(const runtime::DeviceReport& r) {
+    return (r.projected_us.total() - r.one_time_us) / 1e6;
+}
+
+nlohmann::json run_ablation(const tools::LoadedModel& lm, const runtime::DeviceConfig& base,
+                            const std::string& configs, const std::string& cache_policy,
+                            const std::vector<int32_t>& prompt, int gen, int block, int steps,
+                            bool sensitivity, runtime::ThreadPool& pool) {
+    nlohmann::json rows = nlohmann::json::array();
+    const std::string npu_profile = base.profile.empty() ? "sm8750" : base.profile;
+    const npu::Profile prof = npu::find_profile(npu_profile);
+    double first_projected = 0;
+    std::printf("Published ablation structure, LLaDA-8B-Instruct Q4_0 on SM8750 (npu-facts.md)\n");
+    std::printf(
+        "beside this engine's projection (profile %s + %s, %s policy for the cached rows;\n",
+        npu_profile.c_str(), prof.cpu_profile.c_str(), cache_policy.c_str());
+    std::printf(
+        "prompt %zu tokens, gen %d, block %d, steps %d). All projected times are PROJECTED.\n",
+        prompt.size(), gen, block, steps);
+    std::printf("%-34s %12s %9s %14s %9s %10s %12s %6s %10s\n", "configuration", "published s",
+                "speedup", "projected s", "speedup", "one-time s", "host wall s", "NFE",
+                "computed");
+    for (size_t i = 0; i < std::size(kAblation); ++i) {
+        if (configs.find(std::to_string(i + 1)) == std::string::npos) continue;
+        const AblationRow& row = kAblation[i];
+        const AblationRun r =
+            run_ablation_row(lm, row, cache_policy, base, prompt, gen, block, steps, pool);
+        const double proj = per_request_s(r.rep);
+        if (first_projected == 0) first_projected = proj;
+        nlohmann::json j = {
+            {"configuration", row.name},
+            {"policy", row.npu || i > 0 ? cache_policy : "vanilla"},
+            {"device", r.rep.device},
+            {"profile", r.rep.profile},
+            {"memory", row.memory},
+            {"published_s", row.published_s},
+            {"published_speedup", kAblation[0].published_s / row.published_s},
+            {"projected_s", proj},
+            {"projected_speedup_vs_first_row", proj > 0 ? first_projected / proj : 0},
+            {"projected_one_time_s", r.rep.one_time_us / 1e6},
+            {"host_wall_s", r.wall_s},
+            {"functional", r.rep.functional},
+            {"nfe", r.stats.forwards},
+            {"rows", r.stats.rows},
+            {"padded_rows", r.rep.padded_rows},
+            {"report", tools::device_report_json(r.rep)}};
+        rows.push_back(j);
+        std::printf("%-34s %12.1f %8.1fx %14.1f %8.1fx %10.1f %12.1f %6lld %10s\n", row.name,
+                    row.published_s, kAblation[0].published_s / row.published_s, proj,
+                    proj > 0 ? first_projected / proj : 0.0, r.rep.one_time_us / 1e6, r.wall_s,
+                    static_cast<long long>(r.stats.forwards),
+                    r.rep.functional ? "functional" : "timing-only");
+        std::printf("%s", r.rep.summary().c_str());
+        std::fflush(stdout);
+    }
+    std::printf("%-34s %12.1f   (multi-block speculative decoding: a later issue)\n",
+                "+ multi-block speculative decoding", 71.6);
+    std::printf("%-34s %12.1f   (progressive revision: a later issue)\n", "+ progressive revision",
+                16.1);
+    nlohmann::json out = {{"rows", rows}};
+    if (!sensitivity) return out;
+
+    // Map/unmap and copy costs are not published: re-project the NPU rows (timing only, same
+    // decisions) with each scaled, and the window at V73's 2 GiB.
+    nlohmann::json sens = nlohmann::json::array();
+    std::printf(
+        "\nSensitivity of the PROJECTED NPU rows to unpublished constants (timing only):\n");
+    std::printf("%-44s %16s %16s\n", "parameters", "+ NPU offload s", "+ swap-opt s");
+    const npu::Profile p0 = prof;
+    struct Variant {
+        std::string label, overrides;
+    };
+    std::vector<Variant> variants;
+    for (double f : {0.1, 1.0, 10.0, 100.0}) {
+        char buf[256];
+        std::snprintf(buf, sizeof(buf),
+                      "map_fixed_us=%g,map_us_per_mib=%g,unmap_fixed_us=%g,unmap_us_per_mib=%g",
+                      p0.map_fixed_us * f, p0.map_us_per_mib * f, p0.unmap_fixed_us * f,
+                      p0.unmap_us_per_mib * f);
+        variants.push_back({"map/unmap costs x" + std::to_string(f).substr(0, 5), buf});
+    }
+    for (double g : {5.0, 10.0, 40.0})
+        variants.push_back({"host copy " + std::to_string(static_cast<int>(g)) + " GB/s",
+                            "host_copy_gbps=" + std::to_string(g)});
+    variants.push_back({"window 2 GiB (V73-like)", "window_gib=2"});
+    for (const Variant& v : variants) {
+        runtime::DeviceConfig c = base;
+        c.timing_only = true;
+        c.overrides = base.overrides.empty() ? v.overrides : base.overrides + "," + v.overrides;
+        const double b = per_request_s(
+            run_ablation_row(lm, kAblation[2], cache_policy, c, prompt, gen, block, steps, pool)
+                .rep);
+        const double o = per_request_s(
+            run_ablation_row(lm, kAblation[3], cache_policy, c, prompt, gen, block, steps, pool)
+                .rep);
+        sens.push_back({{"parameters", v.label},
+                        {"overrides", v.overrides},
+                        {"npu_offload_projected_s", b},
+                        {"swap_optimised_projected_s", o}});
+        std::printf("%-44s %16.1f %16.1f\n", v.label.c_str(), b, o);
+        std::fflush(stdout);
+    }
+    out["sensitivity"] = sens;
+    return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -337,6 +521,23 @@ int main(int argc, char** argv) {
                     "an existing llama.cpp llama-diffusion-cli binary to run on the same file,\n"
                     "interleaved with ours (nothing of llama.cpp is built or shipped here)",
                     &llama_diffusion);
+        bool ablation = false, no_sensitivity = false;
+        std::string ablation_configs = "1234", cache_policy = "prefix-cache";
+        args.section("Ablation mode (projected; uses --prompt-len, --gen, --block, --steps)");
+        args.flag({"--ablation"},
+                  "the published ablation's rows (CPU, + prefix KV cache, + NPU offload,\n"
+                  "+ swap-optimised runtime), projected with --npu-profile (default sm8750)\n"
+                  "and its CPU profile, beside the published seconds and the host wall time",
+                  &ablation);
+        args.string({"--ablation-configs"}, "DIGITS", "which rows to run, e.g. 34 (default 1234)",
+                    &ablation_configs);
+        args.string({"--cache-policy"}, "NAME",
+                    "the cached policy of rows 2-4: prefix-cache (default) or dual-cache",
+                    &cache_policy);
+        args.flag({"--no-sensitivity"}, "skip the map/unmap and copy cost sensitivity table",
+                  &no_sensitivity);
+        tools::DeviceFlags devf;
+        devf.add_to(args);
         if (!args.parse(argc, argv)) return 0;
         if (model_path.empty()) throw Error("-m/--model is required");
         if (steps == 0) steps = gen;
@@ -345,13 +546,29 @@ int main(int argc, char** argv) {
         tools::LoadedModel lm = tools::load_model(model_path);
         const double load_s = seconds_since(t_load);
         runtime::ThreadPool pool(threads);
-        auto dev = runtime::make_cpu_device(pool);
+        // The ablation makes its own devices, one per configuration.
+        std::unique_ptr<runtime::Device> dev = ablation ? nullptr : devf.make(pool);
         nlohmann::json report = {{"model", model_path},
                                  {"threads", threads},
                                  {"simd", kernels::active_target()},
                                  {"params", lm.model->n_params()},
                                  {"weight_bytes", lm.model->weight_bytes()},
                                  {"load_s", load_s}};
+        if (ablation) {
+            std::string text;
+            for (int i = 0; i + 1 < prompt_len; ++i)
+                text += static_cast<char>('a' + i % 26);
+            const auto ids = lm.tok->encode(text, lm.tok->add_bos_default(), false);
+            report["ablation"] = run_ablation(lm, devf.config, ablation_configs, cache_policy, ids,
+                                              gen, block, steps, !no_sensitivity, pool);
+            report["prompt_tokens"] = ids.size();
+            report["gen"] = gen;
+            report["block"] = block;
+            report["steps"] = steps;
+            report["peak_rss_bytes"] = peak_rss_bytes();
+            if (json) std::printf("%s\n", report.dump(1).c_str());
+            return 0;
+        }
         if (sampling) {
             if (need > window) throw Error("--need must not exceed --window");
             nlohmann::json r = run_sampling(*lm.model, *dev, window, need, reps);
@@ -378,10 +595,23 @@ int main(int argc, char** argv) {
             Peaks peaks;
             if (!no_peaks) peaks = measure_peaks(pool);
             report["peak_gflops"] = peaks.gflops;
+            report["peak_int8_gops"] = peaks.int8_gops;
             report["peak_read_gbps"] = peaks.gbps;
             nlohmann::json rows = nlohmann::json::array();
             for (int R : parse_int_list(rows_list, "--rows")) {
                 nlohmann::json r = run_rows(*lm.model, *dev, {R}, prefix, reps, peaks)[0];
+                // The device's latency table for the same plan the rows ran (steady state).
+                const runtime::Plan plan =
+                    lm.model->build_plan(std::max(prefix, R), R, model::Model::Head::Stats);
+                const int64_t r64 = R;
+                const auto lat = dev->latency_table(plan, {&r64, 1}, prefix + R);
+                if (!lat.empty()) {
+                    r["projected_ms"] = lat[0].projected_ms;
+                    r["projected_npu_ms"] = lat[0].npu_ms;
+                    r["projected_cpu_ms"] = lat[0].cpu_ms;
+                    r["bucket"] = lat[0].bucket;
+                    r["device"] = dev->name();
+                }
                 if (!llama_bench.empty()) {
                     // Interleaved: llama.cpp runs right after ours, for the same row count.
                     const double ts = run_llama_bench(llama_bench, model_path, R, reps, threads);
@@ -400,10 +630,26 @@ int main(int argc, char** argv) {
             std::printf("%s: %.2f B params, %.2f GB weights, %s, %d threads\n", model_path.c_str(),
                         lm.model->n_params() / 1e9, lm.model->weight_bytes() / 1e9,
                         kernels::active_target(), threads);
-            std::printf("measured peak: %.1f GFLOP/s (FMA), %.1f GB/s (read)\n", peaks.gflops,
-                        peaks.gbps);
+            std::printf(
+                "measured peak: %.1f GFLOP/s (FMA), %.1f GOP/s (int8 dot), %.1f GB/s (read)\n"
+                "%% peak is against the int8 ceiling for Q4_0/Q8_0 weights, FMA otherwise\n",
+                peaks.gflops, peaks.int8_gops, peaks.gbps);
             std::printf("%6s %8s %10s %12s %10s %8s %14s %7s\n", "rows", "prefix", "ms", "rows/s",
                         "GFLOP/s", "% peak", "llama.cpp t/s", "ratio");
+            if (dev->caps().projected) {
+                std::printf("device %s, profile %s: projected ms per row count (latency table):\n",
+                            dev->name().c_str(), dev->caps().profile.c_str());
+                for (const auto& r : rows) {
+                    if (r.contains("projected_ms")) {
+                        std::printf(
+                            "  rows %5d  bucket %5lld  projected %9.3f ms (NPU %.3f, CPU "
+                            "%.3f)\n",
+                            r["rows"].get<int>(), r["bucket"].get<long long>(),
+                            r["projected_ms"].get<double>(), r["projected_npu_ms"].get<double>(),
+                            r["projected_cpu_ms"].get<double>());
+                    }
+                }
+            }
             for (const auto& r : rows) {
                 std::printf("%6d %8d %10.2f %12.1f %10.1f %7.1f%%", r["rows"].get<int>(),
                             r["prefix"].get<int>(), r["ms"].get<double>(),
@@ -440,6 +686,7 @@ int main(int argc, char** argv) {
                     opt.threshold = tau;
                 }
                 auto policy = decode::make_policy(name, *lm.model, *dev, opt, lm.ids);
+                dev->reset_report();
                 const auto t0 = Clock::now();
                 auto res = policy->generate(prompt);
                 const double wall = seconds_since(t0);
@@ -450,6 +697,9 @@ int main(int argc, char** argv) {
                                 {"nfe", res.stats.forwards},
                                 {"rows", res.stats.rows},
                                 {"lm_head_rows", res.stats.lm_head_rows}});
+                if (dev->caps().projected) {
+                    runs.back()["device"] = tools::device_report_json(*dev->report());
+                }
                 std::fprintf(stderr, "llada.cpp %-22s %8.2f s  NFE %lld\n", spec.c_str(), wall,
                              static_cast<long long>(res.stats.forwards));
             }

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
         bool chat = false, json = false, no_display = false;
         int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
         tools::DecodeFlags dec;
+        tools::DeviceFlags devf;
         tools::ArgTable args(
             "llada-cli",
             "Generates text with a diffusion language model (LLaDA architecture, GGUF).\n"
@@ -36,6 +37,7 @@ int main(int argc, char** argv) {
         args.flag({"--chat"}, "wrap the prompt in the model's chat format (LLaDA's headers)",
                   &chat);
         dec.add_to(args);
+        devf.add_to(args);
         args.section("Output");
         args.flag({"--json"}, "print one JSON object (text, tokens, steps, nfe, wall_s, per-step)",
                   &json);
@@ -67,7 +69,7 @@ int main(int argc, char** argv) {
         }
 
         runtime::ThreadPool pool(threads);
-        auto device = runtime::make_cpu_device(pool);
+        auto device = devf.make(pool);
         auto policy = decode::make_policy(dec.policy, *lm.model, *device, dec.opt, lm.ids);
 
         const bool display = !no_display && !json && isatty(fileno(stdout));
@@ -109,6 +111,9 @@ int main(int argc, char** argv) {
                                  {"ms", s.ms}});
             }
             j["per_step"] = steps;
+            if (const runtime::DeviceReport* rep = device->report()) {
+                j["device"] = tools::device_report_json(*rep);
+            }
             std::printf("%s\n",
                         j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
             return 0;
@@ -119,6 +124,9 @@ int main(int argc, char** argv) {
                      "(%.1f tokens/s), policy %s, %d threads\n",
                      "llada-cli", res.steps.size(), static_cast<long long>(res.stats.forwards),
                      dec.opt.gen, res.wall_s, tok_s, policy->name(), threads);
+        if (const runtime::DeviceReport* rep = device->report(); rep && rep->projected) {
+            std::fprintf(stderr, "%s", rep->summary().c_str());
+        }
         return 0;
     });
 }

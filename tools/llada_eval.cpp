@@ -1,9 +1,11 @@
 // llada-eval: accuracy and cost of a decoding policy on a JSONL task set.
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -67,10 +69,11 @@ void progress(int done, int total, int64_t correct) {
 int main(int argc, char** argv) {
     return tools::run_tool([&]() -> int {
         std::string model_path, tasks_path, answer_regex, out_path;
-        int limit = 0;
+        int limit = 0, parallel = 1;
         bool json = false, chat = false, no_progress = false;
         int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
         tools::DecodeFlags dec;
+        tools::DeviceFlags devf;
         tools::ArgTable args("llada-eval",
                              "Generates an answer for every problem of a JSONL task file "
                              "({\"task\", \"prompt\", \"answer\"}),\nscores it and reports "
@@ -87,11 +90,16 @@ int main(int argc, char** argv) {
                     &answer_regex);
         args.flag({"--chat"}, "wrap each prompt in the model's chat format", &chat);
         dec.add_to(args);
+        devf.add_to(args);
         args.section("Output");
         args.flag({"--json"}, "print one JSON object (n, accuracy, ci95, nfe, tokens_per_s, ...)",
                   &json);
         args.string({"--out"}, "FILE", "also write every problem's generation as JSONL", &out_path);
         args.flag({"--no-progress"}, "no progress bar", &no_progress);
+        args.integer({"--parallel"}, "N",
+                     "problems decoded at once, each with its own -t threads (for tiny models\n"
+                     "--parallel 2 -t 1 beats -t 2: a step is too small to split)",
+                     &parallel, 1, 256);
         args.integer({"-t", "--threads"}, "N", "CPU threads (default: all cores)", &threads, 1,
                      1024);
         if (!args.parse(argc, argv)) return 0;
@@ -103,9 +111,19 @@ int main(int argc, char** argv) {
         const tools::AnswerMatcher matcher(answer_regex);
         tools::LoadedModel lm = tools::load_model(model_path);
         dec.finish(args, *lm.model);
-        runtime::ThreadPool pool(threads);
-        auto device = runtime::make_cpu_device(pool);
-        auto policy = decode::make_policy(dec.policy, *lm.model, *device, dec.opt, lm.ids);
+        // One pool, device and policy per parallel worker; problems are independent.
+        struct Worker {
+            std::unique_ptr<runtime::ThreadPool> pool;
+            std::unique_ptr<runtime::Device> device;
+            std::unique_ptr<decode::Policy> policy;
+        };
+        std::vector<Worker> workers(static_cast<size_t>(parallel));
+        for (auto& w : workers) {
+            w.pool = std::make_unique<runtime::ThreadPool>(threads);
+            w.device = devf.make(*w.pool);
+            w.policy = decode::make_policy(dec.policy, *lm.model, *w.device, dec.opt, lm.ids);
+        }
+        const decode::Policy& policy = *workers[0].policy;
 
         std::FILE* out = nullptr;
         if (!out_path.empty()) {
@@ -116,25 +134,70 @@ int main(int argc, char** argv) {
         std::map<std::string, Tally> per_task;
         Tally all;
         const auto t0 = std::chrono::steady_clock::now();
+        struct Outcome {
+            decode::GenerateResult res;
+            int64_t answer_len = 0;
+            std::string generated;
+            bool ok = false;
+        };
+        std::vector<Outcome> outcomes(problems.size());
+        std::atomic<size_t> next{0}, finished{0};
+        std::atomic<bool> failed{false};
+        std::string failure;
+        std::mutex failure_mu;
+        auto work = [&](Worker& w) {
+            for (size_t i; !failed && (i = next.fetch_add(1)) < problems.size();) {
+                try {
+                    const auto& pb = problems[i];
+                    const std::string text =
+                        chat ? tools::chat_wrap(*lm.tok, pb.prompt) : pb.prompt;
+                    const auto ids = lm.tok->encode(text, lm.tok->add_bos_default(), chat);
+                    Outcome& o = outcomes[i];
+                    o.res = w.policy->generate(ids);
+                    const auto answer = o.res.answer(lm.ids);
+                    o.answer_len = static_cast<int64_t>(answer.size());
+                    o.generated = lm.tok->decode(answer, false);
+                    o.ok = matcher.correct(o.generated, pb.answer);
+                } catch (const std::exception& e) {
+                    std::lock_guard<std::mutex> lock(failure_mu);
+                    failure = e.what();
+                    failed = true;
+                }
+                finished.fetch_add(1);
+            }
+        };
+        std::vector<std::thread> threads_run;
+        for (size_t k = 1; k < workers.size(); ++k)
+            threads_run.emplace_back(work, std::ref(workers[k]));
+        if (show_progress && workers.size() > 1) {
+            // The first worker's problems run on this thread too; progress is polled between.
+            threads_run.emplace_back(work, std::ref(workers[0]));
+            while (finished.load() < problems.size() && !failed) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(200));
+                int64_t correct = 0;
+                progress(static_cast<int>(finished.load()), static_cast<int>(problems.size()),
+                         correct);
+            }
+        } else {
+            work(workers[0]);
+        }
+        for (auto& t : threads_run)
+            t.join();
+        if (failed) throw Error(failure);
         for (size_t i = 0; i < problems.size(); ++i) {
             const auto& pb = problems[i];
-            const std::string text = chat ? tools::chat_wrap(*lm.tok, pb.prompt) : pb.prompt;
-            const auto ids = lm.tok->encode(text, lm.tok->add_bos_default(), chat);
-            const auto res = policy->generate(ids);
-            const auto answer = res.answer(lm.ids);
-            const std::string generated = lm.tok->decode(answer, false);
-            const bool ok = matcher.correct(generated, pb.answer);
-            per_task[pb.task].add(res, static_cast<int64_t>(answer.size()), ok);
-            all.add(res, static_cast<int64_t>(answer.size()), ok);
+            const Outcome& o = outcomes[i];
+            per_task[pb.task].add(o.res, o.answer_len, o.ok);
+            all.add(o.res, o.answer_len, o.ok);
             if (out) {
                 nlohmann::json j = {{"task", pb.task},     {"prompt", pb.prompt},
-                                    {"answer", pb.answer}, {"generated", generated},
-                                    {"correct", ok},       {"nfe", res.stats.forwards}};
+                                    {"answer", pb.answer}, {"generated", o.generated},
+                                    {"correct", o.ok},     {"nfe", o.res.stats.forwards}};
                 std::fprintf(
                     out, "%s\n",
                     j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
             }
-            if (show_progress)
+            if (show_progress && workers.size() == 1)
                 progress(static_cast<int>(i + 1), static_cast<int>(problems.size()), all.correct);
         }
         if (out) std::fclose(out);
@@ -146,22 +209,26 @@ int main(int argc, char** argv) {
         report["elapsed_s"] = elapsed;
         report["model"] = model_path;
         report["tasks"] = tasks_path;
-        report["policy"] = policy->name();
+        report["policy"] = policy.name();
         report["options"] = {
             {"gen", dec.opt.gen},     {"steps", dec.opt.steps},
             {"block", dec.opt.block}, {"temperature", dec.opt.temperature},
             {"cfg", dec.opt.cfg},     {"remasking", decode::remasking_name(dec.opt.remasking)},
-            {"seed", dec.opt.seed},   {"threads", threads}};
+            {"seed", dec.opt.seed},   {"threads", threads},
+            {"parallel", parallel}};
         nlohmann::json tasks = nlohmann::json::object();
         for (const auto& [name, t] : per_task)
             tasks[name] = t.to_json();
         report["per_task"] = tasks;
+        if (const runtime::DeviceReport* rep = workers[0].device->report(); rep && rep->projected) {
+            report["device"] = tools::device_report_json(*rep);
+        }
         if (json) {
             std::printf("%s\n", report.dump(1).c_str());
             return 0;
         }
         std::printf("%s on %s: policy %s, gen %d, steps %d, block %d, T %g\n", model_path.c_str(),
-                    tasks_path.c_str(), policy->name(), dec.opt.gen, dec.opt.steps, dec.opt.block,
+                    tasks_path.c_str(), policy.name(), dec.opt.gen, dec.opt.steps, dec.opt.block,
                     dec.opt.temperature);
         std::printf("%-10s %6s %9s %17s %8s %9s %10s %10s %9s\n", "task", "n", "accuracy", "95% CI",
                     "NFE", "rows", "LM rows", "tokens/s", "wall s");
@@ -176,6 +243,9 @@ int main(int argc, char** argv) {
         for (const auto& [name, t] : tasks.items())
             row(name, t);
         row("overall", report);
+        if (const runtime::DeviceReport* rep = workers[0].device->report(); rep && rep->projected) {
+            std::printf("%s", rep->summary().c_str());
+        }
         return 0;
     });
 }

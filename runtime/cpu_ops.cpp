@@ -1,0 +1,239 @@
+// The CPU's execution of single plan ops (SIMD kernels over the thread pool).
+#include "runtime/cpu_ops.h"
+
+#include <cassert>
+#include <cmath>
+#include <cstring>
+
+#include "quant/blocks.h"
+#include "quant/packed.h"
+
+namespace llada::runtime {
+namespace {
+
+// Vocabulary entries per task of the fused LM head: the chunk's logits for all output rows
+// stay in a small per-thread buffer.
+constexpr int64_t kLmChunk = 256;
+
+}  // namespace
+
+void LmHeadScratch::size_for(const Plan& plan, int n_threads) {
+    for (const Op& op : plan.ops) {
+        if (op.kind != OpKind::LmHeadReduce) continue;
+        const int64_t chunks = (op.weight.n_rows + kLmChunk - 1) / kLmChunk;
+        logits.assign(static_cast<size_t>(n_threads * plan.max_out_rows * kLmChunk), 0.f);
+        partial.assign(static_cast<size_t>(chunks * plan.max_out_rows), {});
+    }
+}
+
+void CpuOps::run(const ArenaView& a, LmHeadScratch& s, const Op& op, const Batch& b, KvCache& kv) {
+    const Plan& plan = *a.plan;
+    auto rows_of = [&](int t) {
+        return plan.tensors[t].rows == RowSpace::Window ? b.n_rows : b.n_out;
+    };
+    switch (op.kind) {
+        case OpKind::Embed: {
+            float* out = a.f32(op.out);
+            const int64_t d = op.weight.n_cols;
+            parallel_ranges(b.n_rows, d, [&](int64_t lo, int64_t hi) {
+                for (int64_t r = lo; r < hi; ++r) {
+                    quant::dequantize_row(op.weight.type, op.weight.row(b.tokens[r]), out + r * d,
+                                          d);
+                }
+            });
+            return;
+        }
+        case OpKind::RmsNorm: {
+            const int64_t k = plan.tensors[op.in0].cols;
+            const float* x = a.f32(op.in0);
+            float* y = a.f32(op.out);
+            parallel_ranges(rows_of(op.out), 2 * k, [&](int64_t lo, int64_t hi) {
+                kernels::rms_norm(x, op.vec, y, k, op.eps, lo, hi);
+            });
+            return;
+        }
+        case OpKind::PrepareActs: {
+            const int64_t k = plan.tensors[op.in0].cols;
+            const float* x = a.f32(op.in0);
+            parallel_ranges(rows_of(op.out), k, [&](int64_t lo, int64_t hi) {
+                switch (op.act) {
+                    case kernels::ActKind::F16:
+                        kernels::round_rows_fp16(x, a.f32(op.out), k, lo, hi);
+                        break;
+                    case kernels::ActKind::BF16:
+                        kernels::round_rows_bf16(x, a.f32(op.out), k, lo, hi);
+                        break;
+                    case kernels::ActKind::Q8_0:
+                        kernels::quantize_acts(x, a.data(op.out), k, lo, hi);
+                        break;
+                    case kernels::ActKind::F32:
+                        assert(false);
+                }
+            });
+            return;
+        }
+        case OpKind::MatMul: {
+            const int64_t m = rows_of(op.out);
+            const int64_t n = op.weight.n_rows;
+            float* y = a.f32(op.out);
+            if (op.lut) {
+                const int64_t groups = (n + quant::kPackRows - 1) / quant::kPackRows;
+                parallel_ranges(groups, quant::kPackRows * m * op.weight.n_cols,
+                                [&](int64_t lo, int64_t hi) {
+                                    kernels::matmul_q4_lut(a.f32(op.in0), m, op.weight, y, n,
+                                                           quant::kPackRows * lo,
+                                                           std::min(n, quant::kPackRows * hi));
+                                });
+            } else if (op.act == kernels::ActKind::Q8_0) {
+                // Packed weights come in groups of 4 rows: split on group boundaries.
+                const int64_t groups = (n + quant::kPackRows - 1) / quant::kPackRows;
+                parallel_ranges(groups, quant::kPackRows * m * op.weight.n_cols,
+                                [&](int64_t lo, int64_t hi) {
+                                    kernels::matmul_q8(a.data(op.in0), m, op.weight, y, n,
+                                                       quant::kPackRows * lo,
+                                                       std::min(n, quant::kPackRows * hi));
+                                });
+            } else {
+                parallel_ranges(n, m * op.weight.n_cols, [&](int64_t lo, int64_t hi) {
+                    kernels::matmul_float(a.f32(op.in0), m, op.weight, y, n, lo, hi);
+                });
+            }
+            return;
+        }
+        case OpKind::AddBias: {
+            const int64_t k = plan.tensors[op.in0].cols;
+            const float* x = a.f32(op.in0);
+            float* y = a.f32(op.out);
+            for (int64_t r = 0; r < rows_of(op.out); ++r) {
+                kernels::add(x + r * k, op.vec, y + r * k, k);
+            }
+            return;
+        }
+        case OpKind::Rope: {
+            const int64_t k = plan.tensors[op.in0].cols;
+            const float* x = a.f32(op.in0);
+            float* y = a.f32(op.out);
+            const int64_t half = op.n_rot / 2;
+            parallel_ranges(b.n_rows, k, [&](int64_t lo, int64_t hi) {
+                for (int64_t r = lo; r < hi; ++r) {
+                    std::memcpy(y + r * k, x + r * k, sizeof(float) * k);
+                    const int64_t p = b.pos[r];
+                    assert(p >= 0 && p < op.rope_ctx);
+                    kernels::rope_row(y + r * k, op.n_head, op.head_dim, op.n_rot,
+                                      op.rope_cos + p * half, op.rope_sin + p * half,
+                                      op.rope_style);
+                }
+            });
+            return;
+        }
+        case OpKind::StoreKV: {
+            const int64_t kd = kv.kv_dim();
+            const float* k = a.f32(op.in0);
+            const float* v = a.f32(op.in1);
+            for (int64_t r = 0; r < b.n_rows; ++r) {
+                assert(b.pos[r] >= 0 && b.pos[r] < kv.n_pos() && b.seq[r] < kv.n_seq());
+                std::memcpy(kv.k(op.layer, b.seq[r], b.pos[r]), k + r * kd, sizeof(float) * kd);
+                std::memcpy(kv.v(op.layer, b.seq[r], b.pos[r]), v + r * kd, sizeof(float) * kd);
+            }
+            return;
+        }
+        case OpKind::Attention: {
+            const int64_t cols = op.n_head * op.head_dim;
+            const int64_t group = op.n_head / op.n_kv_head;
+            const float scale = 1.0f / std::sqrt(static_cast<float>(op.head_dim));
+            const float* q = a.f32(op.in0);
+            float* out = a.f32(op.out);
+            // Cost of one (row, head): a dot and an axpy per key, keys ~ the window + cache.
+            const int64_t keys = op.causal ? b.n_rows : b.kv_len[0];
+            parallel_ranges(
+                b.n_rows * op.n_head, 2 * keys * op.head_dim, [&](int64_t lo, int64_t hi) {
+                    for (int64_t t = lo; t < hi; ++t) {
+                        const int64_t r = t / op.n_head, h = t % op.n_head;
+                        const int s = b.seq[r];
+                        const int64_t n_kv = op.causal ? b.pos[r] + 1 : b.kv_len[s];
+                        const int64_t kvh = h / group;
+                        const float* qh = q + r * cols + h * op.head_dim;
+                        const float* kh = kv.k(op.layer, s, 0) + kvh * op.head_dim;
+                        const float* vh = kv.v(op.layer, s, 0) + kvh * op.head_dim;
+                        float* oh = out + r * cols + h * op.head_dim;
+                        if (op.lut) {
+                            kernels::attention_head_lut(qh, kh, vh, kv.kv_dim(), n_kv, op.head_dim,
+                                                        scale, oh, exp_lut_);
+                        } else {
+                            kernels::attention_head(qh, kh, vh, kv.kv_dim(), n_kv, op.head_dim,
+                                                    scale, oh);
+                        }
+                    }
+                });
+            return;
+        }
+        case OpKind::SwiGlu: {
+            const int64_t k = plan.tensors[op.in0].cols;
+            const float* g = a.f32(op.in0);
+            const float* u = a.f32(op.in1);
+            float* y = a.f32(op.out);
+            parallel_ranges(rows_of(op.out), 8 * k, [&](int64_t lo, int64_t hi) {
+                kernels::swiglu(g + lo * k, u + lo * k, y + lo * k, (hi - lo) * k);
+            });
+            return;
+        }
+        case OpKind::Add: {
+            const int64_t k = plan.tensors[op.in0].cols;
+            const float* x0 = a.f32(op.in0);
+            const float* c = a.f32(op.in1);
+            float* y = a.f32(op.out);
+            parallel_ranges(rows_of(op.out), k, [&](int64_t lo, int64_t hi) {
+                kernels::add(x0 + lo * k, c + lo * k, y + lo * k, (hi - lo) * k);
+            });
+            return;
+        }
+        case OpKind::LmHeadReduce: {
+            const int64_t m = rows_of(op.out);
+            const int64_t max_m = plan.max_out_rows;
+            const int64_t V = op.weight.n_rows;
+            const int64_t chunks = (V + kLmChunk - 1) / kLmChunk;
+            pool_.parallel_for(chunks, [&](int64_t c, int thread) {
+                const int64_t v0 = c * kLmChunk, len = std::min(kLmChunk, V - v0);
+                kernels::WeightView wc = op.weight;
+                wc.data = op.weight.row(v0);
+                wc.n_rows = len;
+                if (op.weight.packed) {
+                    wc.packed =
+                        op.weight.packed +
+                        (v0 / quant::kPackRows) *
+                            quant::packed_layout(op.weight.type, op.weight.n_rows, op.weight.n_cols)
+                                .group_bytes;
+                }
+                float* logits = s.logits.data() + thread * max_m * kLmChunk;
+                if (op.lut) {
+                    kernels::matmul_q4_lut(a.f32(op.in0), m, wc, logits, kLmChunk, 0, len);
+                } else if (op.act == kernels::ActKind::Q8_0) {
+                    kernels::matmul_q8(a.data(op.in0), m, wc, logits, kLmChunk, 0, len);
+                } else {
+                    kernels::matmul_float(a.f32(op.in0), m, wc, logits, kLmChunk, 0, len);
+                }
+                kernels::row_stats_chunk(logits, m, kLmChunk, len, v0,
+                                         s.partial.data() + c * max_m);
+            });
+            // Merged in vocabulary order, so the result does not depend on the thread count.
+            auto* out = reinterpret_cast<kernels::RowStats*>(a.data(op.out));
+            for (int64_t r = 0; r < m; ++r) {
+                kernels::RowStats acc;
+                for (int64_t c = 0; c < chunks; ++c) {
+                    kernels::row_stats_merge(acc, s.partial[c * max_m + r]);
+                }
+                out[r] = acc;
+            }
+            return;
+        }
+        case OpKind::GatherRows: {
+            const size_t rb = plan.tensors[op.in0].row_bytes;
+            for (int64_t i = 0; i < b.n_out; ++i) {
+                std::memcpy(a.data(op.out) + i * rb, a.data(op.in0) + b.out_rows[i] * rb, rb);
+            }
+            return;
+        }
+    }
+}
+
+}  // namespace llada::runtime
