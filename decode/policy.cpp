@@ -30,7 +30,7 @@ std::vector<int32_t> GenerateResult::answer(const TokenIds& ids) const {
 }
 
 std::vector<std::string> policy_names() {
-    return {"vanilla"};
+    return {"vanilla", "prefix-cache", "dual-cache", "threshold", "ar"};
 }
 
 std::unique_ptr<Policy> make_policy(const std::string& name, const model::Model& model,

@@ -204,6 +204,18 @@ TEST(Vanilla, ImpossibleOptionsAreRejectedClearly) {
     } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("unknown policy 'nope'"), std::string::npos);
     }
+    // Every name the error and --help advertise is one make_policy accepts.
+    {
+        auto m = model::Model::load((data_dir() / "llada-mha.gguf").string());
+        auto causal = model::Model::load((data_dir() / "llama-causal.gguf").string());
+        runtime::ThreadPool pool(1);
+        auto dev = runtime::make_cpu_device(pool);
+        for (const auto& name : decode::policy_names()) {
+            EXPECT_NO_THROW(decode::make_policy(name, name == "ar" ? *causal : *m, *dev, o, ids))
+                << name;
+        }
+        EXPECT_EQ(decode::policy_names().size(), 5u);
+    }
     // A causal model cannot be decoded by a diffusion policy.
     auto ar = model::Model::load((data_dir() / "llama-causal.gguf").string());
     runtime::ThreadPool pool(2);

@@ -38,9 +38,9 @@ MODELS_DIR = os.path.join(ROOT, "models")
 # name -> (model config kwargs, training kwargs). Steps are the budget; batch is rows per step.
 PRESETS = {
     "s": dict(model=dict(d=96, n_layer=4, n_head=4, n_kv_head=4, ffn=256),
-              train=dict(ar_steps=1000, steps=800, batch=64, lr=2e-3)),
+              train=dict(ar_steps=4000, steps=2000, batch=64, lr=2e-3)),
     "m": dict(model=dict(d=128, n_layer=4, n_head=4, n_kv_head=4, ffn=352),
-              train=dict(ar_steps=1000, steps=800, batch=64, lr=2e-3)),
+              train=dict(ar_steps=4000, steps=2000, batch=64, lr=2e-3)),
 }
 # The LLaDA model of a preset starts from the weights of its AR twin (the same preset trained by
 # train_ar.py for ar_steps steps), then trains `steps` steps with LLaDA's SFT objective. From
@@ -191,6 +191,10 @@ def export(model, path, name, meta=None):
     extra = {}
     for k, v in (meta or {}).items():
         extra[f"general.{k}"] = (vocab.STRING, str(v))
+    # The generation the model was trained for: llada-cli and llada-eval use these as their
+    # defaults for --gen / --block (steps default to --gen: one token per step).
+    extra["llada_cpp.gen_length"] = (vocab.UINT32, tasks.GEN_LENGTH)
+    extra["llada_cpp.block_length"] = (vocab.UINT32, tasks.GEN_LENGTH)
     export_gguf(model, path, vocab.gguf_metadata(), name=name, extra_meta=extra)
 
 
@@ -216,8 +220,12 @@ def ar_twin_checkpoint(preset, seed, threads):
 
 def train(arch, preset, steps=None, batch=None, lr=None, seed=0, name=None, out_dir=None,
           export_path=None, ckpt_every=500, log_every=25, chunks=2, threads=2,
-          stratified=True, warmup=100, weight_decay=0.01, init="ar"):
-    """init: "ar" (LLaDA only): start from the preset's AR twin; "random": from random weights."""
+          stratified=True, warmup=100, weight_decay=0.01, init="ar", resume=None, resume_step=0):
+    """init: "ar" (LLaDA only): start from the preset's AR twin; "random": from random weights.
+    resume/resume_step: continue an interrupted run from a checkpoint written at resume_step; the
+    learning-rate schedule and the data stream continue where they were, but AdamW's moments and
+    the masking generator restart (they are not checkpointed), so the result is close to, not
+    bit-identical with, an uninterrupted run. run.json records the resume."""
     spec = PRESETS[preset]
     tr = dict(spec["train"])
     steps = steps or (tr["steps"] if arch == "llada" else tr["ar_steps"])
@@ -236,6 +244,8 @@ def train(arch, preset, steps=None, batch=None, lr=None, seed=0, name=None, out_
         init_from = ar_twin_checkpoint(preset, seed, threads)
         model.load_state_dict(torch.load(init_from))
         seed_all(seed)
+    if resume:
+        model.load_state_dict(torch.load(resume))
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": weight_decay},
@@ -250,6 +260,8 @@ def train(arch, preset, steps=None, batch=None, lr=None, seed=0, name=None, out_
                config=asdict(model.cfg), n_params=model.n_params(), init=init if arch == "llada" else "random",
                init_from=os.path.relpath(init_from, ROOT) if init_from else None,
                torch=torch.__version__, command=" ".join(sys.argv))
+    if resume:
+        run.update(resumed_from=os.path.relpath(resume, ROOT), resumed_at_step=resume_step)
     with open(os.path.join(out_dir, "run.json"), "w") as f:
         json.dump(run, f, indent=1)
     log = open(os.path.join(out_dir, "log.jsonl"), "a")
@@ -258,7 +270,9 @@ def train(arch, preset, steps=None, batch=None, lr=None, seed=0, name=None, out_
 
     t0 = time.time()
     ema = None
-    for step in range(steps):
+    for _ in range(resume_step * batch):  # skip the problems the interrupted run has seen
+        stream.next()
+    for step in range(resume_step, steps):
         cur_lr = lr_at(step, steps, lr, warmup)
         for g in opt.param_groups:
             g["lr"] = cur_lr
@@ -293,7 +307,8 @@ def train(arch, preset, steps=None, batch=None, lr=None, seed=0, name=None, out_
         if done % log_every == 0 or done == steps:
             el = time.time() - t0
             rec = dict(step=done, loss=round(total, 5), loss_ema=round(ema, 5), lr=cur_lr,
-                       gnorm=round(gnorm, 4), elapsed_s=round(el, 1), s_per_step=round(el / done, 3))
+                       gnorm=round(gnorm, 4), elapsed_s=round(el, 1),
+                       s_per_step=round(el / (done - resume_step), 3))
             log.write(json.dumps(rec) + "\n")
             log.flush()
             print(json.dumps(rec), flush=True)
@@ -334,10 +349,13 @@ def main(arch):
     ap.add_argument("--export", help="GGUF path (default models/<name>.gguf; '' for none)")
     ap.add_argument("--ckpt-every", type=int, default=500)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--resume", help="checkpoint of an interrupted run to continue from")
+    ap.add_argument("--resume-step", type=int, default=0, help="the step that checkpoint was saved at")
     if arch == "llada":
         ap.add_argument("--init", default="ar", choices=["ar", "random"],
                         help="start from the preset's AR twin (default) or from random weights")
     args = ap.parse_args()
     train(arch, args.preset, steps=args.steps, batch=args.batch, lr=args.lr, seed=args.seed,
           name=args.name, out_dir=args.out, export_path=args.export, ckpt_every=args.ckpt_every,
-          threads=args.threads, init=getattr(args, "init", "random"))
+          threads=args.threads, init=getattr(args, "init", "random"), resume=args.resume,
+          resume_step=args.resume_step)
