@@ -9,6 +9,7 @@
 #include "kernels/kernels.h"
 #include "kernels/lut.h"
 #include "quant/blocks.h"
+#include "quant/fp16.h"
 #include "quant/packed.h"
 
 using namespace llada;
@@ -89,6 +90,31 @@ void BM_Q4Matmul(benchmark::State& state, Q4Path path) {
 BENCHMARK_CAPTURE(BM_Q4Matmul, lut_dequant, Q4Path::Lut)->Arg(1)->Arg(32);
 BENCHMARK_CAPTURE(BM_Q4Matmul, arith_dequant, Q4Path::Arith)->Arg(1)->Arg(32);
 BENCHMARK_CAPTURE(BM_Q4Matmul, int8_dot, Q4Path::Int8)->Arg(1)->Arg(32);
+
+// F16 weights (n x k) times `rows` float activation rows: the float-weight kernel every F16/BF16
+// model's matmuls run through (the shapes of the 1B model: q/o 2048 x 2048, ffn down 2048 x 5632).
+void BM_F16Matmul(benchmark::State& state) {
+    const int64_t m = state.range(0), n = 2048, k = state.range(1);
+    auto wf = random_vec(n * k, 6);
+    std::vector<uint16_t> w16(n * k);
+    for (size_t i = 0; i < w16.size(); ++i)
+        w16[i] = quant::fp32_to_fp16(wf[i]);
+    kernels::WeightView w{format::TensorType::F16,
+                          reinterpret_cast<const uint8_t*>(w16.data()),
+                          n,
+                          k,
+                          static_cast<size_t>(k) * 2,
+                          nullptr};
+    auto x = random_vec(m * k, 7);
+    std::vector<float> y(m * n);
+    for (auto _ : state) {
+        kernels::matmul_float(x.data(), m, w, y.data(), n, 0, n);
+        benchmark::DoNotOptimize(y.data());
+    }
+    state.counters["GFLOP/s"] =
+        benchmark::Counter(2.0 * m * n * k * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_F16Matmul)->Args({32, 2048})->Args({160, 2048})->Args({160, 5632});
 
 }  // namespace
 

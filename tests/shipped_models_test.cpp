@@ -18,7 +18,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* kModels[] = {"tiny-llada-s", "tiny-llada-m", "tiny-ar-s"};
+const char* kModels[] = {"tiny-llada-s", "tiny-llada-m", "tiny-ar-s", "tiny-ar-m"};
 
 fs::path model_path(const std::string& name) {
     return fs::path(LLADA_SOURCE_DIR) / "models" / (name + ".gguf");
@@ -47,7 +47,8 @@ TEST(ShippedModels, LogitsMatchPyTorch) {
         auto m = model::Model::load(model_path(name).string());
         std::ifstream tf(fixture(name, ".tokens.txt"));
         std::vector<int32_t> tok;
-        for (int32_t t; tf >> t;) tok.push_back(t);
+        for (int32_t t; tf >> t;)
+            tok.push_back(t);
         const auto want = read_f32(fixture(name, ".logits.f32"));
         const int n = static_cast<int>(tok.size());
         ASSERT_EQ(want.size(), static_cast<size_t>(n) * m->hparams().n_vocab) << name;
@@ -55,7 +56,8 @@ TEST(ShippedModels, LogitsMatchPyTorch) {
         auto dev = runtime::make_cpu_device(pool);
         model::Session s(*m, *dev, 1, n, n, n);
         std::vector<int32_t> pos(n), seq(n, 0);
-        for (int i = 0; i < n; ++i) pos[i] = i;
+        for (int i = 0; i < n; ++i)
+            pos[i] = i;
         int32_t kv = n;
         runtime::Batch b{n, tok.data(), pos.data(), seq.data(), n, pos.data(), &kv};
         const float* got = s.forward(b);
@@ -84,9 +86,9 @@ TEST(ShippedModels, EvalSmokeSliceReproducesTheReference) {
         std::string cmd = (fs::path(LLADA_BIN_DIR) / "llada-eval").string() + " -m " +
                           model_path(name).string() + " --tasks " +
                           (fs::path(LLADA_SOURCE_DIR) / rec["tasks"].get<std::string>()).string() +
-                          " --policy " + st["policy"].get<std::string>() +
-                          " --gen " + std::to_string(st["gen"].get<int>()) +
-                          " --no-progress --json --out " + out.string() + " -t 2";
+                          " --policy " + st["policy"].get<std::string>() + " --gen " +
+                          std::to_string(st["gen"].get<int>()) + " --no-progress --json --out " +
+                          out.string() + " -t 2";
         if (st.contains("steps")) {
             cmd += " --steps " + std::to_string(st["steps"].get<int>()) + " --block " +
                    std::to_string(st["block"].get<int>());
@@ -94,7 +96,8 @@ TEST(ShippedModels, EvalSmokeSliceReproducesTheReference) {
         FILE* p = popen((cmd + " 2>/dev/null").c_str(), "r");
         std::string text;
         char buf[4096];
-        for (size_t k; (k = fread(buf, 1, sizeof(buf), p)) > 0;) text.append(buf, k);
+        for (size_t k; (k = fread(buf, 1, sizeof(buf), p)) > 0;)
+            text.append(buf, k);
         ASSERT_EQ(WEXITSTATUS(pclose(p)), 0) << cmd;
         const auto report = nlohmann::json::parse(text);
         const auto want = rec["per_problem"].get<std::vector<bool>>();

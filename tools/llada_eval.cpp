@@ -210,12 +210,19 @@ int main(int argc, char** argv) {
         report["model"] = model_path;
         report["tasks"] = tasks_path;
         report["policy"] = policy.name();
-        report["options"] = {
-            {"gen", dec.opt.gen},     {"steps", dec.opt.steps},
-            {"block", dec.opt.block}, {"temperature", dec.opt.temperature},
-            {"cfg", dec.opt.cfg},     {"remasking", decode::remasking_name(dec.opt.remasking)},
-            {"seed", dec.opt.seed},   {"threads", threads},
-            {"parallel", parallel}};
+        report["options"] = {{"gen", dec.opt.gen},
+                             {"steps", dec.opt.steps},
+                             {"block", dec.opt.block},
+                             {"temperature", dec.opt.temperature},
+                             {"cfg", dec.opt.cfg},
+                             {"remasking", decode::remasking_name(dec.opt.remasking)},
+                             {"seed", dec.opt.seed},
+                             {"threads", threads},
+                             {"parallel", parallel},
+                             {"threshold", dec.opt.threshold},
+                             {"factor", dec.opt.factor},
+                             {"refresh", dec.opt.refresh},
+                             {"early_stop", dec.opt.early_stop}};
         nlohmann::json tasks = nlohmann::json::object();
         for (const auto& [name, t] : per_task)
             tasks[name] = t.to_json();

@@ -27,7 +27,7 @@ import vocab  # noqa: E402
 from eval import run_ar, run_llada, score_outputs  # noqa: E402
 from model import load_gguf  # noqa: E402
 
-MODELS = ["tiny-llada-s", "tiny-llada-m", "tiny-ar-s"]
+MODELS = ["tiny-llada-s", "tiny-llada-m", "tiny-ar-s", "tiny-ar-m"]
 SMOKE = os.path.join(ROOT, "models", "tasks", "smoke-50.jsonl")
 OUT = os.path.join(ROOT, "tests", "data", "models")
 SETTING = {"gen": tasks.GEN_LENGTH, "steps": tasks.GEN_LENGTH, "block": 16}
