@@ -1,0 +1,97 @@
+"""Markdown tables from bench/quality.sh's llada-eval reports (for models/README.md and
+BENCHMARKS.md). Standard library only.
+
+    /usr/bin/python3 bench/quality_tables.py bench/out/quality
+"""
+
+import json
+import os
+import sys
+
+
+def load(d, name):
+    path = os.path.join(d, name + ".json")
+    if not os.path.exists(path):
+        return None
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except ValueError:  # still being written
+        return None
+
+
+def acc(r):
+    lo, hi = r["ci95"]
+    return f"{100 * r['accuracy']:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
+
+
+def tasks(r):
+    return " | ".join(f"{100 * r['per_task'][t]['accuracy']:.1f}" for t in ("add", "sub", "sort", "word"))
+
+
+def grid(d):
+    print("| steps (tokens/step) | block 8 | block 16 | block 32 |")
+    print("|---|---|---|---|")
+    for s in (32, 16, 8, 4):
+        cells = []
+        for b in (8, 16, 32):
+            r = load(d, f"grid-b{b}-s{s}")
+            cells.append(acc(r) if r else "-")
+        print(f"| {s} ({32 // s}) | " + " | ".join(cells) + " |")
+    print()
+
+
+POLICIES = [("vanilla", "vanilla"), ("vanilla-es", "vanilla + early stop"),
+            ("prefix", "prefix-cache"), ("dual", "dual-cache"), ("threshold", "threshold 0.9"),
+            ("dual-threshold", "dual-cache + threshold 0.9")]
+
+
+def policies(d):
+    print("| block | policy | accuracy % [95% CI] | add | sub | sort | word | NFE | rows computed "
+          "| LM-head rows | NFE vs vanilla | tokens/s (2 workers) |")
+    print("|---|---|---|---|---|---|---|---:|---:|---:|---:|---:|")
+    for b in (8, 16):
+        base = load(d, f"pol-b{b}-vanilla")
+        for key, label in POLICIES:
+            r = load(d, f"pol-b{b}-{key}")
+            if not r:
+                continue
+            ratio = f"{base['nfe'] / r['nfe']:.2f}x fewer" if base else "-"
+            print(f"| {b} | {label} | {acc(r)} | {tasks(r)} | {r['nfe']:.2f} | {r['rows']:.1f} | "
+                  f"{r['lm_head_rows']:.1f} | {ratio} | {r['tokens_per_s']:.0f} |")
+    print()
+
+
+def others(d):
+    print("| model | tasks | decoding | accuracy % [95% CI] | add | sub | sort | word | NFE | "
+          "tokens/s (2 workers) |")
+    print("|---|---|---|---|---|---|---|---|---:|---:|")
+    for name, what in [("ar-tiny-ar-s", "tiny-ar-s, test, greedy AR"),
+                       ("ar-tiny-ar-m", "tiny-ar-m, test, greedy AR"),
+                       ("s-tiny-llada-s-b8-s32", "tiny-llada-s, test, vanilla steps 32 block 8"),
+                       ("s-tiny-llada-s-b8-s4", "tiny-llada-s, test, vanilla steps 4 block 8"),
+                       ("hard-vanilla-b8", "tiny-llada-m, hard, vanilla steps 32 block 8"),
+                       ("hard-vanilla-b8-s4", "tiny-llada-m, hard, vanilla steps 4 block 8"),
+                       ("hard-dual-threshold-b8", "tiny-llada-m, hard, dual-cache + threshold 0.9 block 8"),
+                       ("hard-ar-m", "tiny-ar-m, hard, greedy AR")]:
+        r = load(d, name)
+        if not r:
+            continue
+        model, split, dec = what.split(", ")
+        print(f"| {model} | {split} | {dec} | {acc(r)} | {tasks(r)} | {r['nfe']:.2f} | "
+              f"{r['tokens_per_s']:.0f} |")
+    print()
+
+
+def main():
+    d = sys.argv[1] if len(sys.argv) > 1 else "bench/out/quality"
+    print("### Sensitivity grid (tiny-llada-m, vanilla, overall accuracy %)\n")
+    grid(d)
+    print("### Policies (tiny-llada-m, gen 32)\n")
+    policies(d)
+    print("### Other models and the hard sets\n")
+    others(d)
+
+
+if __name__ == "__main__":
+    main()
