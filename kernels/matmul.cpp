@@ -9,6 +9,7 @@
 // Must come after foreach_target.h.
 #include "hwy/highway.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/kernels.h"
@@ -36,8 +37,9 @@ HWY_INLINE float WeightAt(const WT* w, int64_t i) {
 // (each loaded weight vector is used MR times and each activation vector NR times, so the loop
 // is bound by FMAs, not loads), then reduced horizontally once per output.
 template <int MR, int NR, typename WT>
-HWY_INLINE void TileFloat(const float* HWY_RESTRICT x, int64_t k, const WT* HWY_RESTRICT w,
-                          int64_t ldw, float* HWY_RESTRICT y, int64_t ldy) {
+HWY_INLINE void TileFloat(const float* HWY_RESTRICT x, int64_t ldx, int64_t k,
+                          const WT* HWY_RESTRICT w, int64_t ldw, float* HWY_RESTRICT y, int64_t ldy,
+                          bool accumulate) {
     const hn::ScalableTag<float> df;
     const int64_t N = static_cast<int64_t>(hn::Lanes(df));
     using V = hn::Vec<decltype(df)>;
@@ -50,7 +52,7 @@ HWY_INLINE void TileFloat(const float* HWY_RESTRICT x, int64_t k, const WT* HWY_
     for (; i + N <= k; i += N) {
         V xv[MR];
         for (int m = 0; m < MR; ++m)
-            xv[m] = hn::LoadU(df, x + m * k + i);
+            xv[m] = hn::LoadU(df, x + m * ldx + i);
         for (int n = 0; n < NR; ++n) {
             V wv;
             if constexpr (hwy::IsSame<WT, float>()) {
@@ -67,43 +69,56 @@ HWY_INLINE void TileFloat(const float* HWY_RESTRICT x, int64_t k, const WT* HWY_
         for (int n = 0; n < NR; ++n) {
             float s = hn::GetLane(hn::SumOfLanes(df, acc[m][n]));
             for (int64_t j = i; j < k; ++j)
-                s += x[m * k + j] * WeightAt(w + n * ldw, j);
-            y[m * ldy + n] = s;
+                s += x[m * ldx + j] * WeightAt(w + n * ldw, j);
+            y[m * ldy + n] = accumulate ? y[m * ldy + n] + s : s;
         }
     }
 }
 
 // Rows of x in tiles of MR for one group of NR weight rows.
 template <int NR, typename WT>
-HWY_INLINE void RowsFloat(const float* x, int64_t m_rows, int64_t k, const WT* w, int64_t ldw,
-                          float* y, int64_t ldy) {
+HWY_INLINE void RowsFloat(const float* x, int64_t ldx, int64_t m_rows, int64_t k, const WT* w,
+                          int64_t ldw, float* y, int64_t ldy, bool acc) {
     int64_t m = 0;
     for (; m + 4 <= m_rows; m += 4)
-        TileFloat<4, NR>(x + m * k, k, w, ldw, y + m * ldy, ldy);
+        TileFloat<4, NR>(x + m * ldx, ldx, k, w, ldw, y + m * ldy, ldy, acc);
     switch (m_rows - m) {
         case 3:
-            TileFloat<3, NR>(x + m * k, k, w, ldw, y + m * ldy, ldy);
+            TileFloat<3, NR>(x + m * ldx, ldx, k, w, ldw, y + m * ldy, ldy, acc);
             break;
         case 2:
-            TileFloat<2, NR>(x + m * k, k, w, ldw, y + m * ldy, ldy);
+            TileFloat<2, NR>(x + m * ldx, ldx, k, w, ldw, y + m * ldy, ldy, acc);
             break;
         case 1:
-            TileFloat<1, NR>(x + m * k, k, w, ldw, y + m * ldy, ldy);
+            TileFloat<1, NR>(x + m * ldx, ldx, k, w, ldw, y + m * ldy, ldy, acc);
             break;
     }
 }
+
+// K is taken in chunks of at most kKChunk: the activation rows' chunk (rows x 8 KiB) then stays in
+// L2 while every weight group passes over it (a 5632-wide FFN input of 160 rows would not).
+constexpr int64_t kKChunk = 2048;
 
 template <typename WT>
 void MatmulFloatT(const float* x, int64_t m_rows, const WeightView& w, float* y, int64_t ldy,
                   int64_t n0, int64_t n1) {
     const int64_t k = w.n_cols;
     const int64_t ldw = static_cast<int64_t>(w.row_bytes / sizeof(WT));
-    int64_t n = n0;
-    for (; n + 4 <= n1; n += 4) {
-        RowsFloat<4>(x, m_rows, k, reinterpret_cast<const WT*>(w.row(n)), ldw, y + n, ldy);
-    }
-    for (; n < n1; ++n) {
-        RowsFloat<1>(x, m_rows, k, reinterpret_cast<const WT*>(w.row(n)), ldw, y + n, ldy);
+    // Equal chunks, each a multiple of 32 where possible, so no chunk is a short tail.
+    const int64_t n_chunks = (k + kKChunk - 1) / kKChunk;
+    const int64_t chunk = ((k / n_chunks + 31) / 32) * 32;
+    for (int64_t k0 = 0; k0 < k; k0 += chunk) {
+        const int64_t kc = std::min(chunk, k - k0);
+        const bool acc = k0 > 0;
+        int64_t n = n0;
+        for (; n + 4 <= n1; n += 4) {
+            RowsFloat<4>(x + k0, k, m_rows, kc, reinterpret_cast<const WT*>(w.row(n)) + k0, ldw,
+                         y + n, ldy, acc);
+        }
+        for (; n < n1; ++n) {
+            RowsFloat<1>(x + k0, k, m_rows, kc, reinterpret_cast<const WT*>(w.row(n)) + k0, ldw,
+                         y + n, ldy, acc);
+        }
     }
 }
 

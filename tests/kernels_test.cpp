@@ -129,8 +129,9 @@ TEST(Kernels, ActivationPreparationMatchesScalarExactly) {
 // ~K * FLT_EPSILON * sum|x_i w_i| (worst case); the reference sums in double.
 TEST(Kernels, MatmulFloatFormatsMatchScalarTwin) {
     for (TensorType t : {TensorType::F32, TensorType::F16, TensorType::BF16}) {
-        for (int64_t k : {16, 67, 256}) {
-            const int64_t n = 37, m = 4;
+        // k = 4133 is taken in K chunks (kernels/matmul.cpp) with a short last chunk and a tail.
+        for (int64_t k : {16, 67, 256, 4133}) {
+            const int64_t n = 37, m = 6;
             Weights w = make_weights(t, n, k, 7);
             auto x = random_vec(static_cast<size_t>(m * k), 3);
             std::vector<float> want(m * n), got(m * n), mag(m * n);
