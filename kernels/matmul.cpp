@@ -107,13 +107,34 @@ void MatmulFloatT(const float* x, int64_t m_rows, const WeightView& w, float* y,
     // Equal chunks, each a multiple of 32 where possible, so no chunk is a short tail.
     const int64_t n_chunks = (k + kKChunk - 1) / kKChunk;
     const int64_t chunk = ((k / n_chunks + 31) / 32) * 32;
+    HWY_ALIGN float panel[4 * (kKChunk + 32)];
     for (int64_t k0 = 0; k0 < k; k0 += chunk) {
         const int64_t kc = std::min(chunk, k - k0);
         const bool acc = k0 > 0;
         int64_t n = n0;
         for (; n + 4 <= n1; n += 4) {
-            RowsFloat<4>(x + k0, k, m_rows, kc, reinterpret_cast<const WT*>(w.row(n)) + k0, ldw,
-                         y + n, ldy, acc);
+            const WT* wn = reinterpret_cast<const WT*>(w.row(n)) + k0;
+            if constexpr (!hwy::IsSame<WT, float>()) {
+                if (m_rows > 4) {
+                    // Widen the 4 weight rows once for all row tiles instead of once per tile.
+                    const hn::ScalableTag<float> df;
+                    const hn::Rebind<WT, decltype(df)> dw;
+                    const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+                    for (int r = 0; r < 4; ++r) {
+                        int64_t i = 0;
+                        for (; i + N <= kc; i += N) {
+                            hn::Store(hn::PromoteTo(df, hn::LoadU(dw, wn + r * ldw + i)), df,
+                                      panel + r * chunk + i);
+                        }
+                        for (; i < kc; ++i)
+                            panel[r * chunk + i] = WeightAt(wn + r * ldw, i);
+                    }
+                    RowsFloat<4>(x + k0, k, m_rows, kc, static_cast<const float*>(panel), chunk,
+                                 y + n, ldy, acc);
+                    continue;
+                }
+            }
+            RowsFloat<4>(x + k0, k, m_rows, kc, wn, ldw, y + n, ldy, acc);
         }
         for (; n < n1; ++n) {
             RowsFloat<1>(x + k0, k, m_rows, kc, reinterpret_cast<const WT*>(w.row(n)) + k0, ldw,
