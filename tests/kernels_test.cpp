@@ -15,6 +15,7 @@
 #include "quant/blocks.h"
 #include "quant/fp16.h"
 #include "quant/packed.h"
+#include "tests/test_util.h"
 
 using namespace llada;
 using namespace llada::kernels;
@@ -31,16 +32,7 @@ std::vector<float> random_vec(size_t n, uint32_t seed, float scale = 1.0f) {
     return v;
 }
 
-// Runs `body` once per compiled and supported target, naming the target on failure.
-template <typename F>
-void for_each_target(F body) {
-    for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
-        hwy::SetSupportedTargetsForTest(target);
-        SCOPED_TRACE(std::string("target ") + hwy::TargetName(target));
-        body();
-    }
-    hwy::SetSupportedTargetsForTest(0);
-}
+using llada::test::for_each_target;
 
 struct Weights {
     std::vector<uint8_t> bytes;

@@ -16,6 +16,7 @@
 #include "quant/blocks.h"
 #include "quant/fp16.h"
 #include "quant/tile.h"
+#include "tests/test_util.h"
 #include "util/error.h"
 
 using namespace llada;
@@ -32,16 +33,7 @@ std::vector<float> random_matrix(int64_t n, int64_t k, uint32_t seed) {
     return v;
 }
 
-// Runs `body` once per compiled and supported instruction set, naming it on failure.
-template <typename F>
-void for_each_target(F body) {
-    for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
-        hwy::SetSupportedTargetsForTest(target);
-        SCOPED_TRACE(std::string("target ") + hwy::TargetName(target));
-        body();
-    }
-    hwy::SetSupportedTargetsForTest(0);
-}
+using llada::test::for_each_target;
 
 std::vector<uint8_t> to_tiles(const quant::TileLayout& l, const std::vector<float>& w) {
     std::vector<uint8_t> out(l.total_bytes());

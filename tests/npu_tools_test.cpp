@@ -1,6 +1,7 @@
 // The device flags of the tools: llada-cli on npu-sim, bad flags, and llada-bench's latency
 // table (projected_ms per row count, a staircase) and its projected ablation.
 #include <gtest/gtest.h>
+
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -9,29 +10,17 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "tests/test_util.h"
+
 namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
 
-struct Result {
-    int status;
-    std::string out, err;
-};
+using Result = llada::test::CommandResult;
 
 Result run(const std::string& cmd) {
-    const fs::path err_file = fs::temp_directory_path() / "llada_npu_tools_test.stderr";
-    FILE* p = popen((cmd + " 2>" + err_file.string()).c_str(), "r");
-    Result r;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof(buf), p)) > 0)
-        r.out.append(buf, n);
-    const int st = pclose(p);
-    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    std::ifstream e(err_file);
-    r.err.assign(std::istreambuf_iterator<char>(e), std::istreambuf_iterator<char>());
-    return r;
+    return llada::test::run_command(cmd, "npu_tools_test");
 }
 
 std::string bin(const char* name) {

@@ -11,33 +11,17 @@
 #include "decode/policy.h"
 #include "model/model.h"
 #include "runtime/device.h"
+#include "tests/test_util.h"
 
 using namespace llada;
 namespace fs = std::filesystem;
 
 namespace {
 
-struct Result {
-    int status;
-    std::string out;  // stdout
-    std::string err;  // stderr
-};
+using Result = llada::test::CommandResult;
 
-// Runs a shell command, capturing stdout and stderr separately.
 Result run(const std::string& cmd) {
-    const fs::path err_file = fs::temp_directory_path() / "llada_tools_test.stderr";
-    std::string full = cmd + " 2>" + err_file.string();
-    Result r;
-    FILE* p = popen(full.c_str(), "r");
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof(buf), p)) > 0)
-        r.out.append(buf, n);
-    const int st = pclose(p);
-    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    std::ifstream e(err_file);
-    r.err.assign(std::istreambuf_iterator<char>(e), std::istreambuf_iterator<char>());
-    return r;
+    return llada::test::run_command(cmd, "tools_test");
 }
 
 std::string bin(const char* name) {

@@ -1,0 +1,54 @@
+// Helpers shared by the test suites: running a tool of the build, and running a kernel on every
+// instruction set Highway compiled and the machine supports.
+#pragma once
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include <gtest/gtest.h>
+#include "hwy/targets.h"
+
+namespace llada::test {
+
+struct CommandResult {
+    int status = -1;  // exit status, -1 when the process did not exit normally
+    std::string out;  // stdout
+    std::string err;  // stderr
+};
+
+// Runs a shell command, capturing stdout and stderr (through a file named after `tag`, so suites
+// running side by side do not share it).
+inline CommandResult run_command(const std::string& cmd, const std::string& tag) {
+    namespace fs = std::filesystem;
+    const fs::path err_file = fs::temp_directory_path() / ("llada_" + tag + ".stderr");
+    CommandResult r;
+    FILE* p = popen((cmd + " 2>" + err_file.string()).c_str(), "r");
+    if (!p) return r;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), p)) > 0)
+        r.out.append(buf, n);
+    const int st = pclose(p);
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    std::ifstream e(err_file);
+    r.err.assign(std::istreambuf_iterator<char>(e), std::istreambuf_iterator<char>());
+    return r;
+}
+
+// Runs `body` once per compiled and supported instruction set, naming it on failure.
+template <typename F>
+void for_each_target(F body) {
+    for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+        hwy::SetSupportedTargetsForTest(target);
+        SCOPED_TRACE(std::string("target ") + hwy::TargetName(target));
+        body();
+    }
+    hwy::SetSupportedTargetsForTest(0);
+}
+
+}  // namespace llada::test
