@@ -15,6 +15,24 @@ inline void cpu_relax() {
 // About 50 us of pause instructions: long enough to bridge the gap between two ops of a
 // forward, short enough not to steal much from other processes on a busy machine.
 constexpr int kSpinIterations = 2000;
+
+// The claim word: generation (low 24 bits of the job number), task count, next task.
+constexpr int kTaskBits = 20;
+constexpr uint64_t kTaskMask = (uint64_t{1} << kTaskBits) - 1;
+constexpr uint64_t kGenMask = (uint64_t{1} << (64 - 2 * kTaskBits)) - 1;
+constexpr int64_t kMaxTasks = int64_t{1} << kTaskBits;
+inline uint64_t claim_word(uint64_t gen, int64_t n_tasks) {
+    return ((gen & kGenMask) << (2 * kTaskBits)) | (static_cast<uint64_t>(n_tasks) << kTaskBits);
+}
+inline uint64_t gen_of(uint64_t c) {
+    return c >> (2 * kTaskBits);
+}
+inline int64_t count_of(uint64_t c) {
+    return static_cast<int64_t>((c >> kTaskBits) & kTaskMask);
+}
+inline int64_t next_of(uint64_t c) {
+    return static_cast<int64_t>(c & kTaskMask);
+}
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads) {
@@ -38,13 +56,11 @@ ThreadPool::~ThreadPool() {
 void ThreadPool::run_claims(uint64_t gen, int thread) {
     for (;;) {
         uint64_t c = claim_.load(std::memory_order_acquire);
-        if ((c >> 32) != gen) return;  // a newer job (or none) is current
-        const int64_t t = static_cast<int64_t>(c & 0xffffffffu);
-        if (t >= n_tasks_) return;
-        // The job's fields cannot change while a task of it is unclaimed, and the exchange only
-        // succeeds if claim_ still belongs to this job.
+        if (gen_of(c) != (gen & kGenMask)) return;  // a newer job (or none) is current
+        if (next_of(c) >= count_of(c)) return;      // every task of this job is taken
+        // The exchange succeeds only if claim_ still holds this job with this next task.
         if (claim_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel)) {
-            (*fn_)(t, thread);
+            (*fn_)(next_of(c), thread);
             done_.fetch_add(1, std::memory_order_release);
         }
     }
@@ -80,12 +96,15 @@ void ThreadPool::parallel_for(int64_t n_tasks, const Task& fn) {
             fn(t, 0);
         return;
     }
-    // All tasks of the previous job are done, so no worker can claim from it any more.
+    if (n_tasks >= kMaxTasks) {
+        throw Error("parallel_for: " + std::to_string(n_tasks) + " tasks, at most " +
+                    std::to_string(kMaxTasks - 1));
+    }
+    // All tasks of the previous job are taken and done, and its claim word admits no more.
     fn_ = &fn;
-    n_tasks_ = n_tasks;
     done_.store(0, std::memory_order_relaxed);
     const uint64_t gen = ++job_gen_;
-    claim_.store(gen << 32, std::memory_order_release);
+    claim_.store(claim_word(gen, n_tasks), std::memory_order_release);
     generation_.store(gen, std::memory_order_seq_cst);
     // Only sleeping workers need the (system-call) wake-up; spinning ones see generation_.
     if (sleepers_.load(std::memory_order_seq_cst) > 0) {

@@ -41,14 +41,16 @@ class ThreadPool {
     // which keeps the per-op synchronisation cost at a few microseconds.
     std::atomic<uint64_t> generation_{0};
     std::atomic<int> sleepers_{0};  // workers blocked on wake_
-    // (job generation << 32) | next unclaimed task: a claim succeeds only for the current job,
-    // so the caller never waits for a worker that was not scheduled in time; it runs the tasks
-    // itself and waits only for tasks a worker actually took.
+    // One word per job: (generation, task count, next unclaimed task), see kGenBits etc. in
+    // thread_pool.cpp. A claim succeeds only for the current job and only below that job's own
+    // task count, read from the same word: a worker still looking at a finished job can neither
+    // take a task of the next one nor run one past its end. The caller never waits for a worker
+    // that was not scheduled in time; it runs the tasks itself and waits only for tasks a worker
+    // actually took.
     std::atomic<uint64_t> claim_{0};
     std::atomic<int64_t> done_{0};
     uint64_t job_gen_ = 0;
-    // The current job, written before claim_ publishes it.
-    int64_t n_tasks_ = 0;
+    // The current job's function, written before claim_ publishes the job.
     const Task* fn_ = nullptr;
     std::atomic<bool> stop_{false};
 };

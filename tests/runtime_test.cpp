@@ -11,18 +11,25 @@
 using namespace llada;
 
 TEST(ThreadPool, EveryTaskRunsExactlyOncePerJob) {
-    for (int threads : {1, 2, 3, 5}) {
+    for (int threads : {1, 2, 3, 5, 8}) {
         runtime::ThreadPool pool(threads);
         std::vector<std::atomic<int>> hits(257);
-        for (int job = 0; job < 2000; ++job) {
-            const int64_t n = 1 + job % 257;
+        for (int job = 0; job < 20000; ++job) {
+            // Small and large jobs alternate: after a small job a worker that still sees it
+            // finished must not claim a task of the larger next one.
+            const int64_t n = job % 2 ? 1 + job % 257 : 1 + job % 3;
             for (int64_t i = 0; i < n; ++i)
                 hits[i].store(0);
-            std::atomic<int> bad_thread{0};
+            std::atomic<int> bad_thread{0}, bad_task{0};
             pool.parallel_for(n, [&](int64_t t, int thread) {
+                if (t < 0 || t >= n) {
+                    bad_task.fetch_add(1);
+                    return;
+                }
                 hits[t].fetch_add(1);
                 if (thread < 0 || thread >= threads) bad_thread.fetch_add(1);
             });
+            ASSERT_EQ(bad_task.load(), 0) << threads << " " << job;
             for (int64_t i = 0; i < n; ++i)
                 ASSERT_EQ(hits[i].load(), 1) << threads << " " << job;
             ASSERT_EQ(bad_thread.load(), 0);
