@@ -107,7 +107,8 @@ void MatmulFloatT(const float* x, int64_t m_rows, const WeightView& w, float* y,
     // Equal chunks, each a multiple of 32 where possible, so no chunk is a short tail.
     const int64_t n_chunks = (k + kKChunk - 1) / kKChunk;
     const int64_t chunk = ((k / n_chunks + 31) / 32) * 32;
-    HWY_ALIGN float panel[4 * (kKChunk + 32)];
+    // Widened 16-bit weights (unused for float weights, which the tiles read in place).
+    HWY_ALIGN float panel[hwy::IsSame<WT, float>() ? 1 : 4 * (kKChunk + 32)];
     for (int64_t k0 = 0; k0 < k; k0 += chunk) {
         const int64_t kc = std::min(chunk, k - k0);
         const bool acc = k0 > 0;
