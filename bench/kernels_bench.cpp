@@ -93,8 +93,11 @@ BENCHMARK_CAPTURE(BM_Q4Matmul, int8_dot, Q4Path::Int8)->Arg(1)->Arg(32);
 
 // F16 weights (n x k) times `rows` float activation rows: the float-weight kernel every F16/BF16
 // model's matmuls run through (the shapes of the 1B model: q/o 2048 x 2048, ffn down 2048 x 5632).
+// Third argument 1: the weights repacked at load (quant/packed.h) and the outer-product kernel;
+// 0: row-major weights and the dot-product tiles (BF16/F32, and F16 where nothing was packed).
 void BM_F16Matmul(benchmark::State& state) {
     const int64_t m = state.range(0), n = 2048, k = state.range(1);
+    const bool pack = state.range(2) != 0;
     auto wf = random_vec(n * k, 6);
     std::vector<uint16_t> w16(n * k);
     for (size_t i = 0; i < w16.size(); ++i)
@@ -105,6 +108,12 @@ void BM_F16Matmul(benchmark::State& state) {
                           k,
                           static_cast<size_t>(k) * 2,
                           nullptr};
+    const quant::PackedLayout l = quant::packed_layout(format::TensorType::F16, n, k);
+    std::vector<uint8_t> packed(pack ? l.total_bytes() : 0);
+    if (pack) {
+        quant::pack_groups(l, w.data, w.row_bytes, 0, l.n_groups, packed.data());
+        w.packed = packed.data();
+    }
     auto x = random_vec(m * k, 7);
     std::vector<float> y(m * n);
     for (auto _ : state) {
@@ -114,7 +123,7 @@ void BM_F16Matmul(benchmark::State& state) {
     state.counters["GFLOP/s"] =
         benchmark::Counter(2.0 * m * n * k * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_F16Matmul)->Args({32, 2048})->Args({160, 2048})->Args({160, 5632});
+BENCHMARK(BM_F16Matmul)->ArgsProduct({{32, 64, 160}, {2048, 5632}, {0, 1}});
 
 }  // namespace
 

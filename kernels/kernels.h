@@ -22,8 +22,8 @@ struct WeightView {
     int64_t n_rows = 0;
     int64_t n_cols = 0;
     size_t row_bytes = 0;
-    // Q4_0 / Q8_0: the same weights repacked for the CPU kernels (quant/packed.h), starting at
-    // row 0 of this view (a view of rows [v0, ...) needs v0 % 16 == 0).
+    // Q4_0 / Q8_0 / F16: the same weights repacked for the CPU kernels (quant/packed.h), starting
+    // at row 0 of this view (a view of rows [v0, ...) needs v0 % 16 == 0).
     const uint8_t* packed = nullptr;
     const uint8_t* row(int64_t n) const { return data + static_cast<size_t>(n) * row_bytes; }
 };
@@ -43,7 +43,8 @@ void round_rows_bf16(const float* x, float* y, int64_t k, int64_t r0, int64_t r1
 void quantize_acts(const float* x, uint8_t* out, int64_t k, int64_t r0, int64_t r1);
 
 // --- matmul: y[m][n] = sum_k x[m][k] * W[n][k] for m in [0, m_rows), n in [n0, n1) ---
-// x is float32 (already rounded for F16/BF16 weights); W is F32, F16 or BF16.
+// x is float32 (already rounded for F16/BF16 weights); W is F32, F16 or BF16. F16 with `packed`
+// set (quant/packed.h) takes the packed kernel, which needs n0 % 16 == 0.
 void matmul_float(const float* x, int64_t m_rows, const WeightView& w, float* y, int64_t ldy,
                   int64_t n0, int64_t n1);
 // xq holds m_rows quant::ActLayout rows; W is Q8_0 or Q4_0 with `packed` set; n0 % 16 == 0.

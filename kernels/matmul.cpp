@@ -14,6 +14,7 @@
 
 #include "kernels/kernels.h"
 #include "quant/fp16.h"
+#include "quant/packed.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace llada::kernels {
@@ -144,8 +145,129 @@ void MatmulFloatT(const float* x, int64_t m_rows, const WeightView& w, float* y,
     }
 }
 
+// F16 weights repacked at load (quant/packed.h: per group of 16 rows, each column's 16 values
+// together). An outer-product tile: MR activation rows x G groups of 16 output columns, held in
+// MR * G * 16 / lanes accumulators; per column k, the G groups' values are widened once and
+// multiplied by MR broadcast activations. No horizontal sums, and each widened weight vector
+// serves MR rows.
+template <int MR, int G>
+HWY_INLINE void TileF16Packed(const float* HWY_RESTRICT x, int64_t ldx, int64_t kc,
+                              const hwy::float16_t* HWY_RESTRICT wp, int64_t group_elems,
+                              float* HWY_RESTRICT y, int64_t ldy, bool accumulate) {
+    const hn::ScalableTag<float> df;
+    const hn::Rebind<hwy::float16_t, decltype(df)> dh;
+    using V = hn::Vec<decltype(df)>;
+    constexpr int L = static_cast<int>(hn::MaxLanes(df));
+    constexpr int VG = quant::kPackRows / L > 0 ? quant::kPackRows / L : 1;  // vectors per group
+    constexpr int NV = G * VG;
+    static_assert(VG * L == quant::kPackRows, "lanes must divide the group");
+    V acc[MR][NV];
+    for (int m = 0; m < MR; ++m) {
+        for (int v = 0; v < NV; ++v)
+            acc[m][v] = hn::Zero(df);
+    }
+    for (int64_t k = 0; k < kc; ++k) {
+        V wv[NV];
+        for (int g = 0; g < G; ++g) {
+            for (int j = 0; j < VG; ++j) {
+                wv[g * VG + j] = hn::PromoteTo(
+                    df, hn::LoadU(dh, wp + g * group_elems + k * quant::kPackRows + j * L));
+            }
+        }
+        for (int m = 0; m < MR; ++m) {
+            const V xb = hn::Set(df, x[m * ldx + k]);
+            for (int v = 0; v < NV; ++v)
+                acc[m][v] = hn::MulAdd(xb, wv[v], acc[m][v]);
+        }
+    }
+    for (int m = 0; m < MR; ++m) {
+        for (int v = 0; v < NV; ++v) {
+            float* yp = y + m * ldy + v * L;
+            hn::StoreU(accumulate ? hn::Add(hn::LoadU(df, yp), acc[m][v]) : acc[m][v], df, yp);
+        }
+    }
+}
+
+// Rows per tile: 12 x 2 groups fill 24 of AVX-512's 32 registers; narrower vectors need more
+// registers per group, so fewer rows.
+constexpr int kF16TileRows = HWY_LANES(float) >= 16 ? 12 : HWY_LANES(float) >= 8 ? 3 : 2;
+
+template <int G>
+HWY_INLINE void RowsF16Packed(const float* x, int64_t ldx, int64_t m_rows, int64_t kc,
+                              const hwy::float16_t* wp, int64_t group_elems, float* y, int64_t ldy,
+                              bool acc) {
+    constexpr int MR = kF16TileRows;
+    int64_t m = 0;
+    for (; m + MR <= m_rows; m += MR)
+        TileF16Packed<MR, G>(x + m * ldx, ldx, kc, wp, group_elems, y + m * ldy, ldy, acc);
+    const int64_t rest = m_rows - m;
+    const float* xm = x + m * ldx;
+    float* ym = y + m * ldy;
+    // The remainder in tiles of 4, 2 and 1 rows.
+    int64_t r = 0;
+    if constexpr (MR > 4) {
+        for (; r + 4 <= rest; r += 4)
+            TileF16Packed<4, G>(xm + r * ldx, ldx, kc, wp, group_elems, ym + r * ldy, ldy, acc);
+    }
+    if constexpr (MR > 2) {
+        for (; r + 2 <= rest; r += 2)
+            TileF16Packed<2, G>(xm + r * ldx, ldx, kc, wp, group_elems, ym + r * ldy, ldy, acc);
+    }
+    for (; r < rest; ++r)
+        TileF16Packed<1, G>(xm + r * ldx, ldx, kc, wp, group_elems, ym + r * ldy, ldy, acc);
+}
+
+// K chunk of the packed kernel: the tile's activation rows (12 x 2 KiB) and the two groups'
+// weights (2 x 16 KiB) stay in L1/L2 while every row tile passes over them.
+constexpr int64_t kF16KChunk = 256;
+
+void MatmulF16Packed(const float* x, int64_t m_rows, const WeightView& w, float* y, int64_t ldy,
+                     int64_t n0, int64_t n1) {
+    const int64_t k = w.n_cols;
+    const int64_t group_elems = k * quant::kPackRows;
+    const auto* packed = reinterpret_cast<const hwy::float16_t*>(w.packed);
+    const int64_t n_end = std::min(n1, w.n_rows);
+    // Output columns past n_rows (padding rows of the last group) must not be written: a
+    // partial last group goes through a scratch tile.
+    HWY_ALIGN float scratch[kF16TileRows * quant::kPackRows];
+    for (int64_t k0 = 0; k0 < k; k0 += kF16KChunk) {
+        const int64_t kc = std::min(kF16KChunk, k - k0);
+        const bool acc = k0 > 0;
+        int64_t n = n0;
+        for (; n + 2 * quant::kPackRows <= n_end; n += 2 * quant::kPackRows) {
+            RowsF16Packed<2>(x + k0, k, m_rows, kc,
+                             packed + (n / quant::kPackRows) * group_elems + k0 * quant::kPackRows,
+                             group_elems, y + n, ldy, acc);
+        }
+        for (; n < n_end; n += quant::kPackRows) {
+            const hwy::float16_t* wp =
+                packed + (n / quant::kPackRows) * group_elems + k0 * quant::kPackRows;
+            const int64_t cols = std::min<int64_t>(quant::kPackRows, n_end - n);
+            if (cols == quant::kPackRows) {
+                RowsF16Packed<1>(x + k0, k, m_rows, kc, wp, group_elems, y + n, ldy, acc);
+                continue;
+            }
+            for (int64_t m = 0; m < m_rows; m += kF16TileRows) {
+                const int64_t mr = std::min<int64_t>(kF16TileRows, m_rows - m);
+                for (int64_t r = 0; r < mr; ++r) {
+                    for (int64_t c = 0; c < cols; ++c)
+                        scratch[r * quant::kPackRows + c] = y[(m + r) * ldy + n + c];
+                }
+                RowsF16Packed<1>(x + k0 + m * k, k, mr, kc, wp, group_elems, scratch,
+                                 quant::kPackRows, acc);
+                for (int64_t r = 0; r < mr; ++r) {
+                    for (int64_t c = 0; c < cols; ++c)
+                        y[(m + r) * ldy + n + c] = scratch[r * quant::kPackRows + c];
+                }
+            }
+        }
+    }
+}
+
 void MatmulFloat(const float* x, int64_t m_rows, const WeightView& w, float* y, int64_t ldy,
                  int64_t n0, int64_t n1) {
+    if (w.packed && w.type == format::TensorType::F16)
+        return MatmulF16Packed(x, m_rows, w, y, ldy, n0, n1);
     switch (w.type) {
         case format::TensorType::F32:
             return MatmulFloatT<float>(x, m_rows, w, y, ldy, n0, n1);

@@ -153,7 +153,8 @@ kernels::WeightView Model::matrix(const std::string& name, int64_t n_cols, int64
     w.row_bytes = quant::row_bytes(t->type, n_cols);
     n_params_ += n_rows * n_cols;
     weight_bytes_ += t->n_bytes;
-    if (pack && (t->type == format::TensorType::Q4_0 || t->type == format::TensorType::Q8_0)) {
+    if (pack && (t->type == format::TensorType::Q4_0 || t->type == format::TensorType::Q8_0 ||
+                 t->type == format::TensorType::F16)) {
         // Repack once for the CPU kernels, then let the file's pages go: after this the
         // matrix is read only from the packed copy (the embedding reads single rows).
         const quant::PackedLayout l = quant::packed_layout(t->type, n_rows, n_cols);

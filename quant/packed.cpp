@@ -9,13 +9,19 @@
 namespace llada::quant {
 
 PackedLayout packed_layout(format::TensorType type, int64_t n_rows, int64_t n_cols) {
-    assert(type == format::TensorType::Q4_0 || type == format::TensorType::Q8_0);
-    assert(n_cols % kQK == 0);
     PackedLayout l;
     l.type = type;
     l.n_rows = n_rows;
     l.n_cols = n_cols;
     l.n_groups = (n_rows + kPackRows - 1) / kPackRows;
+    if (type == format::TensorType::F16) {
+        l.n_blocks = n_cols;  // one "block" per column: the 16 rows' values
+        l.block_bytes = 2 * kPackRows;
+        l.group_bytes = l.block_bytes * static_cast<size_t>(n_cols);
+        return l;
+    }
+    assert(type == format::TensorType::Q4_0 || type == format::TensorType::Q8_0);
+    assert(n_cols % kQK == 0);
     l.n_blocks = n_cols / kQK;
     l.block_bytes = kPackRows * (type == format::TensorType::Q4_0 ? 18 : 34);
     l.group_bytes = l.block_bytes * static_cast<size_t>(l.n_blocks);
@@ -24,6 +30,18 @@ PackedLayout packed_layout(format::TensorType type, int64_t n_rows, int64_t n_co
 
 void pack_groups(const PackedLayout& l, const uint8_t* src, size_t src_row_bytes, int64_t g0,
                  int64_t g1, uint8_t* dst) {
+    if (l.type == format::TensorType::F16) {
+        for (int64_t g = g0; g < g1; ++g) {
+            auto* gdst = reinterpret_cast<uint16_t*>(dst + (g - g0) * l.group_bytes);
+            std::memset(gdst, 0, l.group_bytes);  // padding rows: +0.0
+            for (int n = 0; n < kPackRows && g * kPackRows + n < l.n_rows; ++n) {
+                const uint8_t* s = src + (g * kPackRows + n) * src_row_bytes;
+                for (int64_t k = 0; k < l.n_cols; ++k)
+                    std::memcpy(gdst + k * kPackRows + n, s + 2 * k, 2);
+            }
+        }
+        return;
+    }
     const bool q4 = l.type == format::TensorType::Q4_0;
     for (int64_t g = g0; g < g1; ++g) {
         uint8_t* gdst = dst + (g - g0) * l.group_bytes;

@@ -23,11 +23,15 @@ constexpr int kPackRows = 16;  // weight rows per group (output columns per vect
 //   Q8_0:   8 steps of 64 bytes; in step s, byte 4n + i is row n's value 4s + i: 544 bytes.
 // Super-blocks follow each other along the row (b = 0, 1, ...), then groups. Padding rows (up
 // to a multiple of 16) have zero scales and zero values.
+//
+// F16 (for the float kernels): per group of 16 rows and per column k, the 16 rows' fp16 values
+// (32 bytes), columns in order: one 512-bit vector of widened values advances 16 output
+// columns by one FMA per activation row, again with no horizontal sums. Padding rows are +0.
 struct PackedLayout {
     format::TensorType type;
     int64_t n_rows = 0, n_cols = 0;
     int64_t n_groups = 0;  // ceil(n_rows / 16)
-    int64_t n_blocks = 0;  // n_cols / 32
+    int64_t n_blocks = 0;  // n_cols / 32 (F16: n_cols)
     size_t block_bytes = 0;
     size_t group_bytes = 0;  // n_blocks * block_bytes
     size_t total_bytes() const { return group_bytes * static_cast<size_t>(n_groups); }
@@ -35,7 +39,7 @@ struct PackedLayout {
 
 PackedLayout packed_layout(format::TensorType type, int64_t n_rows, int64_t n_cols);
 
-// Repacks groups [g0, g1) of a row-major Q4_0/Q8_0 matrix (row stride src_row_bytes) into
+// Repacks groups [g0, g1) of a row-major Q4_0/Q8_0/F16 matrix (row stride src_row_bytes) into
 // `dst`, which points at group g0.
 void pack_groups(const PackedLayout& l, const uint8_t* src, size_t src_row_bytes, int64_t g0,
                  int64_t g1, uint8_t* dst);

@@ -84,15 +84,19 @@ void CpuOps::run(const ArenaView& a, LmHeadScratch& s, const Op& op, const Batch
                                                            quant::kPackRows * lo,
                                                            std::min(n, quant::kPackRows * hi));
                                 });
-            } else if (op.act == kernels::ActKind::Q8_0) {
-                // Packed weights come in groups of 4 rows: split on group boundaries.
+            } else if (op.act == kernels::ActKind::Q8_0 || op.weight.packed) {
+                // Packed weights come in groups of 16 rows: split on group boundaries.
                 const int64_t groups = (n + quant::kPackRows - 1) / quant::kPackRows;
-                parallel_ranges(groups, quant::kPackRows * m * op.weight.n_cols,
-                                [&](int64_t lo, int64_t hi) {
-                                    kernels::matmul_q8(a.data(op.in0), m, op.weight, y, n,
-                                                       quant::kPackRows * lo,
-                                                       std::min(n, quant::kPackRows * hi));
-                                });
+                parallel_ranges(
+                    groups, quant::kPackRows * m * op.weight.n_cols, [&](int64_t lo, int64_t hi) {
+                        const int64_t n0 = quant::kPackRows * lo;
+                        const int64_t n1 = std::min(n, quant::kPackRows * hi);
+                        if (op.act == kernels::ActKind::Q8_0) {
+                            kernels::matmul_q8(a.data(op.in0), m, op.weight, y, n, n0, n1);
+                        } else {
+                            kernels::matmul_float(a.f32(op.in0), m, op.weight, y, n, n0, n1);
+                        }
+                    });
             } else {
                 parallel_ranges(n, m * op.weight.n_cols, [&](int64_t lo, int64_t hi) {
                     kernels::matmul_float(a.f32(op.in0), m, op.weight, y, n, lo, hi);

@@ -156,6 +156,46 @@ TEST(Kernels, MatmulFloatFormatsMatchScalarTwin) {
     }
 }
 
+// F16 weights in the packed layout (quant/packed.h) against the scalar twin on the row-major
+// weights. Shapes cover a partial last group (n % 16 != 0), K chunks with a short last one
+// (k > 512), and every row-tile remainder (tiles of 12, 4, 2 and 1 rows on AVX-512). Same
+// tolerance as the row-major float kernels.
+TEST(Kernels, MatmulF16PackedMatchesScalarTwin) {
+    for (int64_t k : {16, 67, 1100}) {
+        for (int64_t m : {1, 2, 3, 5, 13, 31}) {
+            const int64_t n = 77;
+            Weights w = make_weights(TensorType::F16, n, k, 13);
+            const quant::PackedLayout l = quant::packed_layout(TensorType::F16, n, k);
+            std::vector<uint8_t> packed(l.total_bytes());
+            quant::pack_groups(l, w.bytes.data(), w.view.row_bytes, 0, l.n_groups, packed.data());
+            auto x = random_vec(static_cast<size_t>(m * k), 9);
+            std::vector<float> want(m * n), got(m * n), mag(m * n, 0.0f), wf(k);
+            ref::matmul_float(x.data(), m, w.view, want.data(), n, 0, n);
+            for (int64_t r = 0; r < n; ++r) {
+                quant::dequantize_row(TensorType::F16, w.view.row(r), wf.data(), k);
+                for (int64_t c = 0; c < m; ++c) {
+                    double s = 0;
+                    for (int64_t i = 0; i < k; ++i)
+                        s += std::fabs(x[c * k + i]) * std::fabs(wf[i]);
+                    mag[c * n + r] = static_cast<float>(s);
+                }
+            }
+            kernels::WeightView pv = w.view;
+            pv.packed = packed.data();
+            for_each_target([&] {
+                std::fill(got.begin(), got.end(), NAN);
+                // Split on a group boundary, as the thread pool splits packed weights.
+                matmul_float(x.data(), m, pv, got.data(), n, 0, 32);
+                matmul_float(x.data(), m, pv, got.data(), n, 32, n);
+                for (size_t i = 0; i < got.size(); ++i) {
+                    ASSERT_NEAR(got[i], want[i], k * FLT_EPSILON * mag[i] + 1e-30)
+                        << "k=" << k << " m=" << m << " i=" << i;
+                }
+            });
+        }
+    }
+}
+
 // Quantised matmuls on the packed layout against the scalar twin on llama.cpp's blocks: integer
 // block sums are exact on both sides, so the only error is the float32 accumulation of K/32
 // scaled block sums. Shapes cover a partial row group (n % 16 != 0), several groups, and every
