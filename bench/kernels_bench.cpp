@@ -91,6 +91,33 @@ BENCHMARK_CAPTURE(BM_Q4Matmul, lut_dequant, Q4Path::Lut)->Arg(1)->Arg(32);
 BENCHMARK_CAPTURE(BM_Q4Matmul, arith_dequant, Q4Path::Arith)->Arg(1)->Arg(32);
 BENCHMARK_CAPTURE(BM_Q4Matmul, int8_dot, Q4Path::Int8)->Arg(1)->Arg(32);
 
+// The int8 path of both quantised formats (2048 x 2048 weights, packed at load; activations
+// quantised to Q8 per call, as the engine does) at the row counts of a denoising step.
+void BM_QuantMatmul(benchmark::State& state, format::TensorType t) {
+    const int64_t n = 2048, k = 2048, m = state.range(0);
+    auto wf = random_vec(n * k, 4);
+    const size_t rb = quant::row_bytes(t, k);
+    std::vector<uint8_t> raw(rb * n);
+    for (int64_t r = 0; r < n; ++r)
+        quant::quantize_row(t, wf.data() + r * k, raw.data() + r * rb, k);
+    const quant::PackedLayout l = quant::packed_layout(t, n, k);
+    std::vector<uint8_t> packed(l.total_bytes());
+    quant::pack_groups(l, raw.data(), rb, 0, l.n_groups, packed.data());
+    kernels::WeightView w{t, raw.data(), n, k, rb, packed.data()};
+    auto x = random_vec(m * k, 5);
+    std::vector<uint8_t> xq(quant::act_layout(k).row_bytes * m);
+    std::vector<float> y(m * n);
+    for (auto _ : state) {
+        kernels::quantize_acts(x.data(), xq.data(), k, 0, m);
+        kernels::matmul_q8(xq.data(), m, w, y.data(), n, 0, n);
+        benchmark::DoNotOptimize(y.data());
+    }
+    state.counters["GFLOP/s"] =
+        benchmark::Counter(2.0 * m * n * k * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+}
+BENCHMARK_CAPTURE(BM_QuantMatmul, q8_0, format::TensorType::Q8_0)->Arg(32)->Arg(128);
+BENCHMARK_CAPTURE(BM_QuantMatmul, q4_0, format::TensorType::Q4_0)->Arg(32)->Arg(128);
+
 // F16 weights (n x k) times `rows` float activation rows: the float-weight kernel every F16/BF16
 // model's matmuls run through (the shapes of the 1B model: q/o 2048 x 2048, ffn down 2048 x 5632).
 // Third argument 1: the weights repacked at load (quant/packed.h) and the outer-product kernel;

@@ -153,8 +153,81 @@ HWY_INLINE void TileQ(const ActRows& x, const uint8_t* HWY_RESTRICT group,
     for (int m = 0; m < MR; ++m)
         _mm512_mask_storeu_ps(y + m * ldy, keep, acc[m]);
 }
-constexpr int kMR = 4;
+#if HWY_TARGET == HWY_AVX3_DL
+// VNNI: two groups (32 output columns) per tile, so each broadcast of 4 activation bytes feeds
+// two dot products. Q8_0 weights become unsigned by flipping their sign bit (w + 128, one XOR
+// per weight vector shared by the tile's rows), and the offset is removed exactly by seeding
+// the block's sums with -128 * sum(x), as Q4_0's -8 * sum(x): vpdpbusd has no intermediate
+// saturation, so this is exact (the maddubs path of the other targets would saturate).
+constexpr int kMR2 = 4;
 
+template <int MR, bool Q4>
+HWY_INLINE void TileQ2(const ActRows& x, const uint8_t* HWY_RESTRICT g0,
+                       const uint8_t* HWY_RESTRICT g1, const quant::PackedLayout& l,
+                       float* HWY_RESTRICT y, int64_t ldy) {
+    __m512 acc[MR][2];
+    for (int m = 0; m < MR; ++m)
+        acc[m][0] = acc[m][1] = _mm512_setzero_ps();
+    const __m512i low4 = _mm512_set1_epi8(0x0f);
+    const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+    for (int64_t b = 0; b < l.n_blocks; ++b) {
+        const uint8_t* s0 = g0 + b * l.block_bytes;
+        const uint8_t* s1 = g1 + b * l.block_bytes;
+        const __m512 sw0 =
+            _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s0)));
+        const __m512 sw1 =
+            _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s1)));
+        const uint8_t* q0 = s0 + 2 * quant::kPackRows;
+        const uint8_t* q1 = s1 + 2 * quant::kPackRows;
+        __m512i isum[MR][2];
+        for (int m = 0; m < MR; ++m) {
+            isum[m][0] = isum[m][1] = _mm512_set1_epi32((Q4 ? -8 : -128) * x.sum(m, b));
+        }
+        if constexpr (Q4) {
+            for (int j = 0; j < 4; ++j) {
+                const __m512i r0 = _mm512_loadu_si512(q0 + 64 * j);
+                const __m512i r1 = _mm512_loadu_si512(q1 + 64 * j);
+                const __m512i lo0 = _mm512_and_si512(r0, low4);
+                const __m512i lo1 = _mm512_and_si512(r1, low4);
+                const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(r0, 4), low4);
+                const __m512i hi1 = _mm512_and_si512(_mm512_srli_epi16(r1, 4), low4);
+                for (int m = 0; m < MR; ++m) {
+                    const int8_t* xb = x.qs(m) + b * quant::kQK + 8 * j;
+                    const __m512i xa = _mm512_set1_epi32(Load4(xb));
+                    const __m512i xc = _mm512_set1_epi32(Load4(xb + 4));
+                    isum[m][0] = _mm512_dpbusd_epi32(isum[m][0], lo0, xa);
+                    isum[m][1] = _mm512_dpbusd_epi32(isum[m][1], lo1, xa);
+                    isum[m][0] = _mm512_dpbusd_epi32(isum[m][0], hi0, xc);
+                    isum[m][1] = _mm512_dpbusd_epi32(isum[m][1], hi1, xc);
+                }
+            }
+        } else {
+            for (int st = 0; st < 8; ++st) {
+                const __m512i w0 = _mm512_xor_si512(_mm512_loadu_si512(q0 + 64 * st), flip);
+                const __m512i w1 = _mm512_xor_si512(_mm512_loadu_si512(q1 + 64 * st), flip);
+                for (int m = 0; m < MR; ++m) {
+                    const __m512i xv = _mm512_set1_epi32(Load4(x.qs(m) + b * quant::kQK + 4 * st));
+                    isum[m][0] = _mm512_dpbusd_epi32(isum[m][0], w0, xv);
+                    isum[m][1] = _mm512_dpbusd_epi32(isum[m][1], w1, xv);
+                }
+            }
+        }
+        for (int m = 0; m < MR; ++m) {
+            const __m512 dx = _mm512_set1_ps(x.d(m, b));
+            acc[m][0] =
+                _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[m][0]), _mm512_mul_ps(sw0, dx), acc[m][0]);
+            acc[m][1] =
+                _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[m][1]), _mm512_mul_ps(sw1, dx), acc[m][1]);
+        }
+    }
+    for (int m = 0; m < MR; ++m) {
+        _mm512_storeu_ps(y + m * ldy, acc[m][0]);
+        _mm512_storeu_ps(y + m * ldy + quant::kPackRows, acc[m][1]);
+    }
+}
+#define LLADA_HAVE_TILE_Q2 1
+#endif
+constexpr int kMR = 4;
 #elif HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
 // ---- AVX2: 8 int32 lanes; a group is processed as two halves of 8 rows ----
 
@@ -251,7 +324,22 @@ void MatmulPackedT(const uint8_t* xq, int64_t m_rows, const WeightView& w, float
                    int64_t n0, int64_t n1) {
     const quant::PackedLayout l = quant::packed_layout(w.type, w.n_rows, w.n_cols);
     const quant::ActLayout a = quant::act_layout(w.n_cols);
-    for (int64_t n = n0; n < n1; n += quant::kPackRows) {
+    int64_t n = n0;
+#if defined(LLADA_HAVE_TILE_Q2)
+    for (; n + 2 * quant::kPackRows <= n1; n += 2 * quant::kPackRows) {
+        const uint8_t* g0 = w.packed + (n / quant::kPackRows) * l.group_bytes;
+        int64_t m = 0;
+        for (; m + kMR2 <= m_rows; m += kMR2) {
+            const ActRows x{xq + m * a.row_bytes, a.row_bytes, a.qs_bytes, a.sum_offset};
+            TileQ2<kMR2, Q4>(x, g0, g0 + l.group_bytes, l, y + m * ldy + n, ldy);
+        }
+        for (; m < m_rows; ++m) {
+            const ActRows x{xq + m * a.row_bytes, a.row_bytes, a.qs_bytes, a.sum_offset};
+            TileQ2<1, Q4>(x, g0, g0 + l.group_bytes, l, y + m * ldy + n, ldy);
+        }
+    }
+#endif
+    for (; n < n1; n += quant::kPackRows) {
         const int nr = static_cast<int>(std::min<int64_t>(quant::kPackRows, n1 - n));
         const uint8_t* group = w.packed + (n / quant::kPackRows) * l.group_bytes;
         int64_t m = 0;
@@ -279,6 +367,7 @@ void MatmulPacked(const uint8_t* xq, int64_t m_rows, const WeightView& w, float*
 #pragma GCC pop_options
 #undef LLADA_POP_VNNI
 #endif
+#undef LLADA_HAVE_TILE_Q2
 
 }  // namespace HWY_NAMESPACE
 }  // namespace llada::kernels
