@@ -5,8 +5,9 @@
 Files: <task>-test.jsonl (--n problems drawn like the training data, but only problems whose hash
 puts them in the test split), <task>-hard.jsonl (--hard problems from the hard distribution, also
 from the test split), all-test.jsonl (every <task>-test, concatenated in TASKS order),
-all-hard.jsonl, and smoke-50.jsonl (the first problems of each <task>-test, 50 in all, tasks
-interleaved). One JSON object per line: {"task", "prompt", "answer"}; see tasks.py for the tasks,
+all-hard.jsonl, smoke-50.jsonl (the first problems of each <task>-test, 50 in all, tasks
+interleaved) and mix-1000.jsonl (the first 250 of each <task>-test, interleaved: the quicker set
+bench/quality.sh compares decoding policies on). One JSON object per line: {"task", "prompt", "answer"}; see tasks.py for the tasks,
 the split and the scoring rule.
 """
 
@@ -49,7 +50,10 @@ def main():
                 smoke.append(per_task[t][i])
         i += 1
     tasks.write_jsonl(os.path.join(args.out, "smoke-50.jsonl"), smoke)
-    print(f"all-test {len(all_test)}, all-hard {len(all_hard)}, smoke-50 {len(smoke)}")
+    mix = [per_task[t][i] for i in range(min(250, args.n)) for t in tasks.TASKS]
+    tasks.write_jsonl(os.path.join(args.out, "mix-1000.jsonl"), mix)
+    print(f"all-test {len(all_test)}, all-hard {len(all_hard)}, smoke-50 {len(smoke)}, "
+          f"mix-1000 {len(mix)}")
 
 
 if __name__ == "__main__":

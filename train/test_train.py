@@ -100,13 +100,17 @@ class TestObjective(unittest.TestCase):
                     self.assertTrue(torch.allclose(padded[i, :len(ids)], alone, atol=1e-5))
 
 
+W = 4  # operand width of add/sub (tasks.WIDTH, restated: this checker is independent)
+
+
 def _check_add(prompt, answer):
-    a, b = map(int, re.fullmatch(r"(\d+)\+(\d+)=", prompt).groups())
+    sa, sb = re.fullmatch(r"(\d{4})\+(\d{4})=", prompt).groups()
+    a, b = int(sa), int(sb)
     work, result = answer.split(" => ")
-    assert int(result) == a + b and str(int(result)) == result, (prompt, answer)
+    assert re.fullmatch(r"\d{5}", result) and int(result) == a + b, (prompt, answer)
     carry = 0
     entries = work.split(",")
-    assert len(entries) == max(len(str(a)), len(str(b)))
+    assert len(entries) == W
     for i, e in enumerate(entries):
         assert re.fullmatch(r"\d\d", e), (prompt, e)
         s = a // 10 ** i % 10 + b // 10 ** i % 10 + carry
@@ -115,12 +119,13 @@ def _check_add(prompt, answer):
 
 
 def _check_sub(prompt, answer):
-    a, b = map(int, re.fullmatch(r"(\d+)-(\d+)=", prompt).groups())
+    sa, sb = re.fullmatch(r"(\d{4})-(\d{4})=", prompt).groups()
+    a, b = int(sa), int(sb)
     work, result = answer.split(" => ")
-    assert a >= b and int(result) == a - b and str(int(result)) == result, (prompt, answer)
+    assert a >= b and re.fullmatch(r"\d{4}", result) and int(result) == a - b, (prompt, answer)
     borrow = 0
     entries = work.split(",")
-    assert len(entries) == len(str(a))
+    assert len(entries) == W
     for i, e in enumerate(entries):
         out, d = map(int, re.fullmatch(r"([01])(\d)", e).groups())
         diff = a // 10 ** i % 10 - b // 10 ** i % 10 - borrow
@@ -131,20 +136,23 @@ def _check_sub(prompt, answer):
 def _check_sort(prompt, answer):
     assert prompt.startswith("sort ") and prompt.endswith(":")
     nums = [int(v) for v in prompt[5:-1].split()]
+    assert len(nums) == 6
     assert [int(v) for v in answer.split(" ")] == sorted(nums)
 
 
 def _check_word(prompt, answer):
-    m = re.fullmatch(r"([A-Z][a-z]+) had (\d+), (.*)\.", prompt)
+    m = re.fullmatch(r"([A-Z][a-z]+) had (\d\d), (.*)\.", prompt)
     cur = int(m.group(2))
     want = []
     for i, ev in enumerate(m.group(3).split(", ")):
         verb, n = ev.split(" ")
+        assert re.fullmatch(r"\d\d", n)
         new = cur + int(n) if verb in ("got", "won", "made") else cur - int(n)
-        assert new >= 0
-        want.append(f"{cur if i == 0 else ''}{'+' if new >= cur else '-'}{n}={new}")
+        assert 0 <= new <= 99
+        first = f"{cur:02d}" if i == 0 else ""
+        want.append(f"{first}{'+' if new >= cur else '-'}{n}={new:02d}")
         cur = new
-    assert answer == ",".join(want) + f". Answer: {cur}", (prompt, answer)
+    assert answer == ",".join(want) + f". Answer: {cur:02d}", (prompt, answer)
 
 
 CHECKS = {"add": _check_add, "sub": _check_sub, "sort": _check_sort, "word": _check_word}
@@ -160,12 +168,13 @@ class TestTasks(unittest.TestCase):
                     CHECKS[t](prompt, answer)
 
     def test_examples(self):
-        self.assertEqual(tasks.add_answer(48213, 9077), "10,09,02,17,05 => 57290")
-        self.assertEqual(tasks.add_answer(12, 35), "07,04 => 47")
+        self.assertEqual(tasks.add_answer(8213, 77), "10,09,02,08 => 08290")
+        self.assertEqual(tasks.add_answer(12, 35), "07,04,00,00 => 00047")
+        self.assertEqual(tasks.add_answer(9999, 1), "10,10,10,10 => 10000")
         self.assertEqual(tasks.sub_answer(5203, 867), "16,13,13,04 => 4336")
-        self.assertEqual(tasks.sub_answer(1000, 999), "11,10,10,00 => 1")
+        self.assertEqual(tasks.sub_answer(1000, 999), "11,10,10,00 => 0001")
         self.assertEqual(tasks.word_answer(12, [("ate", 5), ("got", 17)]),
-                         "12-5=7,+17=24. Answer: 24")
+                         "12-05=07,+17=24. Answer: 24")
 
     def test_lengths_fit(self):
         rng = random.Random(6)
