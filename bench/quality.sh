@@ -1,9 +1,11 @@
 #!/bin/sh
 # Decoding quality of the shipped tiny models, measured by llada-eval on the full test sets
 # (models/tasks/all-test.jsonl: 4 x 1,000 problems). Writes bench/out/quality/*.json; format
-# them with bench/quality_tables.py. Parts (default all): QUALITY="grid policies ar hard".
+# them with bench/quality_tables.py. Parts (default all): QUALITY="grid hardgrid policies ar hard".
 #   grid      tiny-llada-m, vanilla, steps 32/16/8/4 x block 8/16/32 (the sensitivity table)
-#   policies  tiny-llada-m, the fast policies at block 8 and 16 (issue: fast decoding)
+#   hardgrid  the same on the hard sets, steps 32 and 4 (where the parallel settings lose most)
+#   policies  tiny-llada-m, the fast policies at block 8 and 16 on mix-1000.jsonl (250 problems
+#             per task; vanilla included, so every comparison is on the same problems)
 #   ar        the AR twins, greedy
 #   hard      tiny-llada-m vanilla and dual-cache + threshold on the hard sets
 . "$(dirname "$0")/common.sh"
@@ -12,22 +14,27 @@ mkdir -p "$Q"
 M=${MODEL:-$ROOT/models/tiny-llada-m.gguf}
 TEST=$ROOT/models/tasks/all-test.jsonl
 HARD=$ROOT/models/tasks/all-hard.jsonl
+MIX=$ROOT/models/tasks/mix-1000.jsonl
 # Workers: problems are independent, so llada-eval runs $THREADS of them side by side, 1 thread each.
 eval_() { "$BIN/llada-eval" -t 1 --parallel "$THREADS" --json "$@"; }
-for part in ${QUALITY:-grid policies ar hard}; do
+for part in ${QUALITY:-grid hardgrid policies ar hard}; do
     case $part in
     grid)
         for b in 8 16 32; do for s in 32 16 8 4; do
             eval_ -m "$M" --tasks "$TEST" --gen 32 --block $b --steps $s > "$Q/grid-b$b-s$s.json"
         done; done ;;
+    hardgrid)
+        for b in 8 16 32; do for s in 32 4; do
+            eval_ -m "$M" --tasks "$HARD" --gen 32 --block $b --steps $s > "$Q/hardgrid-b$b-s$s.json"
+        done; done ;;
     policies)
         for b in 8 16; do
-            eval_ -m "$M" --tasks "$TEST" --gen 32 --block $b --policy vanilla > "$Q/pol-b$b-vanilla.json"
-            eval_ -m "$M" --tasks "$TEST" --gen 32 --block $b --policy prefix-cache > "$Q/pol-b$b-prefix.json"
-            eval_ -m "$M" --tasks "$TEST" --gen 32 --block $b --policy dual-cache > "$Q/pol-b$b-dual.json"
-            eval_ -m "$M" --tasks "$TEST" --gen 32 --block $b --policy threshold --threshold 0.9 > "$Q/pol-b$b-threshold.json"
-            eval_ -m "$M" --tasks "$TEST" --gen 32 --block $b --policy dual-cache --threshold 0.9 > "$Q/pol-b$b-dual-threshold.json"
-            eval_ -m "$M" --tasks "$TEST" --gen 32 --block $b --policy vanilla --early-stop > "$Q/pol-b$b-vanilla-es.json"
+            eval_ -m "$M" --tasks "$MIX" --gen 32 --block $b --policy vanilla > "$Q/pol-b$b-vanilla.json"
+            eval_ -m "$M" --tasks "$MIX" --gen 32 --block $b --policy prefix-cache > "$Q/pol-b$b-prefix.json"
+            eval_ -m "$M" --tasks "$MIX" --gen 32 --block $b --policy dual-cache > "$Q/pol-b$b-dual.json"
+            eval_ -m "$M" --tasks "$MIX" --gen 32 --block $b --policy threshold --threshold 0.9 > "$Q/pol-b$b-threshold.json"
+            eval_ -m "$M" --tasks "$MIX" --gen 32 --block $b --policy dual-cache --threshold 0.9 > "$Q/pol-b$b-dual-threshold.json"
+            eval_ -m "$M" --tasks "$MIX" --gen 32 --block $b --policy vanilla --early-stop > "$Q/pol-b$b-vanilla-es.json"
         done ;;
     ar)
         for name in tiny-ar-s tiny-ar-m; do
@@ -36,10 +43,10 @@ for part in ${QUALITY:-grid policies ar hard}; do
         for name in tiny-llada-s; do
             eval_ -m "$ROOT/models/$name.gguf" --tasks "$TEST" --gen 32 --block 8 > "$Q/s-$name-b8-s32.json"
             eval_ -m "$ROOT/models/$name.gguf" --tasks "$TEST" --gen 32 --block 8 --steps 4 > "$Q/s-$name-b8-s4.json"
+            eval_ -m "$ROOT/models/$name.gguf" --tasks "$HARD" --gen 32 --block 8 > "$Q/hard-s-b8-s32.json"
+            eval_ -m "$ROOT/models/$name.gguf" --tasks "$HARD" --gen 32 --block 8 --steps 4 > "$Q/hard-s-b8-s4.json"
         done ;;
     hard)
-        eval_ -m "$M" --tasks "$HARD" --gen 32 --block 8 > "$Q/hard-vanilla-b8.json"
-        eval_ -m "$M" --tasks "$HARD" --gen 32 --block 8 --steps 4 > "$Q/hard-vanilla-b8-s4.json"
         eval_ -m "$M" --tasks "$HARD" --gen 32 --block 8 --policy dual-cache --threshold 0.9 > "$Q/hard-dual-threshold-b8.json"
         eval_ -m "$ROOT/models/tiny-ar-m.gguf" --tasks "$HARD" --gen 32 > "$Q/hard-ar-m.json" ;;
     *) echo "quality.sh: unknown part '$part'" >&2; exit 2 ;;

@@ -41,6 +41,18 @@ def grid(d):
     print()
 
 
+def hardgrid(d):
+    print("| steps (tokens/step) | block 8 | block 16 | block 32 |")
+    print("|---|---|---|---|")
+    for s in (32, 4):
+        cells = []
+        for b in (8, 16, 32):
+            r = load(d, f"hardgrid-b{b}-s{s}")
+            cells.append(f"{acc(r)}<br>{tasks(r).replace(' | ', ' / ')}" if r else "-")
+        print(f"| {s} ({32 // s}) | " + " | ".join(cells) + " |")
+    print()
+
+
 POLICIES = [("vanilla", "vanilla"), ("vanilla-es", "vanilla + early stop"),
             ("prefix", "prefix-cache"), ("dual", "dual-cache"), ("threshold", "threshold 0.9"),
             ("dual-threshold", "dual-cache + threshold 0.9")]
@@ -48,7 +60,7 @@ POLICIES = [("vanilla", "vanilla"), ("vanilla-es", "vanilla + early stop"),
 
 def policies(d):
     print("| block | policy | accuracy % [95% CI] | add | sub | sort | word | NFE | rows computed "
-          "| LM-head rows | NFE vs vanilla | tokens/s (2 workers) |")
+          "| LM-head rows | NFE vs vanilla | tokens/s |")
     print("|---|---|---|---|---|---|---|---:|---:|---:|---:|---:|")
     for b in (8, 16):
         base = load(d, f"pol-b{b}-vanilla")
@@ -64,14 +76,20 @@ def policies(d):
 
 def others(d):
     print("| model | tasks | decoding | accuracy % [95% CI] | add | sub | sort | word | NFE | "
-          "tokens/s (2 workers) |")
+          "tokens/s |")
     print("|---|---|---|---|---|---|---|---|---:|---:|")
     for name, what in [("ar-tiny-ar-s", "tiny-ar-s, test, greedy AR"),
                        ("ar-tiny-ar-m", "tiny-ar-m, test, greedy AR"),
                        ("s-tiny-llada-s-b8-s32", "tiny-llada-s, test, vanilla steps 32 block 8"),
                        ("s-tiny-llada-s-b8-s4", "tiny-llada-s, test, vanilla steps 4 block 8"),
-                       ("hard-vanilla-b8", "tiny-llada-m, hard, vanilla steps 32 block 8"),
-                       ("hard-vanilla-b8-s4", "tiny-llada-m, hard, vanilla steps 4 block 8"),
+                       ("m-test-b8-s32", "tiny-llada-m, test, vanilla steps 32 block 8"),
+                       ("m-test-b8-s4", "tiny-llada-m, test, vanilla steps 4 block 8"),
+                       ("m-hard-b8-s32", "tiny-llada-m, hard, vanilla steps 32 block 8"),
+                       ("m-hard-b8-s4", "tiny-llada-m, hard, vanilla steps 4 block 8"),
+                       ("hard-s-b8-s32", "tiny-llada-s, hard, vanilla steps 32 block 8"),
+                       ("hard-s-b8-s4", "tiny-llada-s, hard, vanilla steps 4 block 8"),
+                       ("hardgrid-b8-s32", "tiny-llada-m, hard, vanilla steps 32 block 8"),
+                       ("hardgrid-b8-s4", "tiny-llada-m, hard, vanilla steps 4 block 8"),
                        ("hard-dual-threshold-b8", "tiny-llada-m, hard, dual-cache + threshold 0.9 block 8"),
                        ("hard-ar-m", "tiny-ar-m, hard, greedy AR")]:
         r = load(d, name)
@@ -87,6 +105,9 @@ def main():
     d = sys.argv[1] if len(sys.argv) > 1 else "bench/out/quality"
     print("### Sensitivity grid (tiny-llada-m, vanilla, overall accuracy %)\n")
     grid(d)
+    print("### Sensitivity on the hard sets (tiny-llada-m, vanilla; overall, then add / sub / "
+          "sort / word)\n")
+    hardgrid(d)
     print("### Policies (tiny-llada-m, gen 32)\n")
     policies(d)
     print("### Other models and the hard sets\n")
