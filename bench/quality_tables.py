@@ -1,7 +1,10 @@
 """Markdown tables from bench/quality.sh's llada-eval reports (for models/README.md and
 BENCHMARKS.md). Standard library only.
 
-    /usr/bin/python3 bench/quality_tables.py bench/out/quality
+    /usr/bin/python3 bench/quality_tables.py bench/out/quality [MODEL-NAME]
+
+MODEL-NAME (default tiny-llada-m) labels the grid and policy tables: the model quality.sh ran
+them on (its MODEL variable).
 """
 
 import json
@@ -103,12 +106,13 @@ def others(d):
 
 def main():
     d = sys.argv[1] if len(sys.argv) > 1 else "bench/out/quality"
-    print("### Sensitivity grid (tiny-llada-m, vanilla, overall accuracy %)\n")
+    name = sys.argv[2] if len(sys.argv) > 2 else "tiny-llada-m"
+    print(f"### Sensitivity grid ({name}, vanilla, overall accuracy %)\n")
     grid(d)
-    print("### Sensitivity on the hard sets (tiny-llada-m, vanilla; overall, then add / sub / "
+    print(f"### Sensitivity on the hard sets ({name}, vanilla; overall, then add / sub / "
           "sort / word)\n")
     hardgrid(d)
-    print("### Policies (tiny-llada-m, gen 32)\n")
+    print(f"### Policies ({name}, gen 32)\n")
     policies(d)
     print("### Other models and the hard sets\n")
     others(d)
