@@ -3,8 +3,13 @@
 //   ./build/bin/kernels_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <random>
 #include <vector>
+
+#include "hwy/targets.h"
 
 #include "kernels/kernels.h"
 #include "kernels/lut.h"
@@ -154,4 +159,28 @@ BENCHMARK(BM_F16Matmul)->ArgsProduct({{32, 64, 160}, {2048, 5632}, {0, 1}});
 
 }  // namespace
 
-BENCHMARK_MAIN();
+// LLADA_BENCH_TARGET=AVX2 (or any Highway target name this build has and the CPU supports)
+// runs every kernel on that target instead of the best one, so a narrower machine's kernels
+// can be timed here.
+int main(int argc, char** argv) {
+    if (const char* want = std::getenv("LLADA_BENCH_TARGET")) {
+        int64_t found = 0;
+        for (int64_t t : hwy::SupportedAndGeneratedTargets()) {
+            if (std::strcmp(hwy::TargetName(t), want) == 0) found = t;
+        }
+        if (!found) {
+            std::fprintf(stderr,
+                         "kernels_bench: LLADA_BENCH_TARGET=%s is not a target this build "
+                         "and CPU support\n",
+                         want);
+            return 2;
+        }
+        hwy::SetSupportedTargetsForTest(found);
+        std::fprintf(stderr, "kernels_bench: target %s\n", want);
+    }
+    benchmark::Initialize(&argc, argv);
+    if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    return 0;
+}

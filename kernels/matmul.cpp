@@ -190,7 +190,10 @@ HWY_INLINE void TileF16Packed(const float* HWY_RESTRICT x, int64_t ldx, int64_t 
 
 // Rows per tile: 12 x 2 groups fill 24 of AVX-512's 32 registers; narrower vectors need more
 // registers per group, so fewer rows.
-constexpr int kF16TileRows = HWY_LANES(float) >= 16 ? 12 : HWY_LANES(float) >= 8 ? 3 : 2;
+constexpr int kF16TileRows = HWY_LANES(float) >= 16 ? 12 : HWY_LANES(float) >= 8 ? 6 : 2;
+// Groups per tile in the main loop: two on AVX-512 (2 vectors), one elsewhere (AVX2: 2 vectors
+// x 6 rows = 12 accumulators of its 16 registers).
+constexpr int kF16TileGroups = HWY_LANES(float) >= 16 ? 2 : 1;
 
 template <int G>
 HWY_INLINE void RowsF16Packed(const float* x, int64_t ldx, int64_t m_rows, int64_t kc,
@@ -234,10 +237,12 @@ void MatmulF16Packed(const float* x, int64_t m_rows, const WeightView& w, float*
         const int64_t kc = std::min(kF16KChunk, k - k0);
         const bool acc = k0 > 0;
         int64_t n = n0;
-        for (; n + 2 * quant::kPackRows <= n_end; n += 2 * quant::kPackRows) {
-            RowsF16Packed<2>(x + k0, k, m_rows, kc,
-                             packed + (n / quant::kPackRows) * group_elems + k0 * quant::kPackRows,
-                             group_elems, y + n, ldy, acc);
+        for (; n + kF16TileGroups * quant::kPackRows <= n_end;
+             n += kF16TileGroups * quant::kPackRows) {
+            RowsF16Packed<kF16TileGroups>(
+                x + k0, k, m_rows, kc,
+                packed + (n / quant::kPackRows) * group_elems + k0 * quant::kPackRows, group_elems,
+                y + n, ldy, acc);
         }
         for (; n < n_end; n += quant::kPackRows) {
             const hwy::float16_t* wp =
