@@ -15,6 +15,18 @@ namespace {
 // stay in a small per-thread buffer.
 constexpr int64_t kLmChunk = 256;
 
+// y[:, n0:n1] = in x W^T through the kernel the op's weights and activations need.
+void matmul_range(const ArenaView& a, const Op& op, int64_t m, const kernels::WeightView& w,
+                  float* y, int64_t ldy, int64_t n0, int64_t n1) {
+    if (op.lut) {
+        kernels::matmul_q4_lut(a.f32(op.in0), m, w, y, ldy, n0, n1);
+    } else if (op.act == kernels::ActKind::Q8_0) {
+        kernels::matmul_q8(a.data(op.in0), m, w, y, ldy, n0, n1);
+    } else {
+        kernels::matmul_float(a.f32(op.in0), m, w, y, ldy, n0, n1);
+    }
+}
+
 }  // namespace
 
 void LmHeadScratch::size_for(const Plan& plan, int n_threads) {
@@ -76,30 +88,17 @@ void CpuOps::run(const ArenaView& a, LmHeadScratch& s, const Op& op, const Batch
             const int64_t m = rows_of(op.out);
             const int64_t n = op.weight.n_rows;
             float* y = a.f32(op.out);
-            if (op.lut) {
+            if (op.weight.packed || op.lut || op.act == kernels::ActKind::Q8_0) {
+                // Packed weights come in groups of 16 rows: split on group boundaries.
                 const int64_t groups = (n + quant::kPackRows - 1) / quant::kPackRows;
                 parallel_ranges(groups, quant::kPackRows * m * op.weight.n_cols,
                                 [&](int64_t lo, int64_t hi) {
-                                    kernels::matmul_q4_lut(a.f32(op.in0), m, op.weight, y, n,
-                                                           quant::kPackRows * lo,
-                                                           std::min(n, quant::kPackRows * hi));
+                                    matmul_range(a, op, m, op.weight, y, n, quant::kPackRows * lo,
+                                                 std::min(n, quant::kPackRows * hi));
                                 });
-            } else if (op.act == kernels::ActKind::Q8_0 || op.weight.packed) {
-                // Packed weights come in groups of 16 rows: split on group boundaries.
-                const int64_t groups = (n + quant::kPackRows - 1) / quant::kPackRows;
-                parallel_ranges(
-                    groups, quant::kPackRows * m * op.weight.n_cols, [&](int64_t lo, int64_t hi) {
-                        const int64_t n0 = quant::kPackRows * lo;
-                        const int64_t n1 = std::min(n, quant::kPackRows * hi);
-                        if (op.act == kernels::ActKind::Q8_0) {
-                            kernels::matmul_q8(a.data(op.in0), m, op.weight, y, n, n0, n1);
-                        } else {
-                            kernels::matmul_float(a.f32(op.in0), m, op.weight, y, n, n0, n1);
-                        }
-                    });
             } else {
                 parallel_ranges(n, m * op.weight.n_cols, [&](int64_t lo, int64_t hi) {
-                    kernels::matmul_float(a.f32(op.in0), m, op.weight, y, n, lo, hi);
+                    matmul_range(a, op, m, op.weight, y, n, lo, hi);
                 });
             }
             return;
@@ -209,13 +208,7 @@ void CpuOps::run(const ArenaView& a, LmHeadScratch& s, const Op& op, const Batch
                                 .group_bytes;
                 }
                 float* logits = s.logits.data() + thread * max_m * kLmChunk;
-                if (op.lut) {
-                    kernels::matmul_q4_lut(a.f32(op.in0), m, wc, logits, kLmChunk, 0, len);
-                } else if (op.act == kernels::ActKind::Q8_0) {
-                    kernels::matmul_q8(a.data(op.in0), m, wc, logits, kLmChunk, 0, len);
-                } else {
-                    kernels::matmul_float(a.f32(op.in0), m, wc, logits, kLmChunk, 0, len);
-                }
+                matmul_range(a, op, m, wc, logits, kLmChunk, 0, len);
                 kernels::row_stats_chunk(logits, m, kLmChunk, len, v0,
                                          s.partial.data() + c * max_m);
             });

@@ -41,7 +41,7 @@ class ThreadPool {
     // which keeps the per-op synchronisation cost at a few microseconds.
     std::atomic<uint64_t> generation_{0};
     std::atomic<int> sleepers_{0};  // workers blocked on wake_
-    // One word per job: (generation, task count, next unclaimed task), see kGenBits etc. in
+    // One word per job: (generation, task count, next unclaimed task), see kTaskBits etc. in
     // thread_pool.cpp. A claim succeeds only for the current job and only below that job's own
     // task count, read from the same word: a worker still looking at a finished job can neither
     // take a task of the next one nor run one past its end. The caller never waits for a worker
