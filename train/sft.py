@@ -45,9 +45,9 @@ PRESETS = {
 # The LLaDA model of a preset starts from the weights of its AR twin (the same preset trained by
 # train_ar.py for ar_steps steps), then trains `steps` steps with LLaDA's SFT objective: adapting
 # an AR model is Dream-7B's recipe. From random weights a masked diffusion model of this size
-# learns these tasks far more slowly: tiny-llada-m from random weights had a loss of 0.35 and 0 %
-# accuracy after 3,000 steps; initialised from its AR twin, tiny-llada-s reached a loss of 0.10
-# in 2,000 (train/out logs; models/README.md).
+# learns these tasks far more slowly: tiny-llada-m from random weights still had a loss of 0.35
+# after ~3,000 steps; initialised from its AR twin, tiny-llada-s reached ~0.1 in 2,000 (see
+# models/README.md, "Training recipe").
 NAMES = {("llada", "s"): "tiny-llada-s", ("llada", "m"): "tiny-llada-m",
          ("llama", "s"): "tiny-ar-s", ("llama", "m"): "tiny-ar-m"}
 
