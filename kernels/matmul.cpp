@@ -195,29 +195,33 @@ constexpr int kF16TileRows = HWY_LANES(float) >= 16 ? 12 : HWY_LANES(float) >= 8
 // x 6 rows = 12 accumulators of its 16 registers).
 constexpr int kF16TileGroups = HWY_LANES(float) >= 16 ? 2 : 1;
 
+// One tile of `mr` rows (1 <= mr <= MR) through the instantiation of that height.
+template <int MR, int G>
+HWY_INLINE void TileF16PackedN(int64_t mr, const float* x, int64_t ldx, int64_t kc,
+                               const hwy::float16_t* wp, int64_t group_elems, float* y, int64_t ldy,
+                               bool acc) {
+    if constexpr (MR > 1) {
+        if (mr < MR) return TileF16PackedN<MR - 1, G>(mr, x, ldx, kc, wp, group_elems, y, ldy, acc);
+    }
+    TileF16Packed<MR, G>(x, ldx, kc, wp, group_elems, y, ldy, acc);
+}
+
+// The rows in tiles of near-equal height (32 rows on AVX-512: 11 + 11 + 10, not 12 + 12 + 8
+// or 12 + 12 + 4 + 4): every tile keeps as many FMAs per widened weight vector as it can.
 template <int G>
 HWY_INLINE void RowsF16Packed(const float* x, int64_t ldx, int64_t m_rows, int64_t kc,
                               const hwy::float16_t* wp, int64_t group_elems, float* y, int64_t ldy,
                               bool acc) {
     constexpr int MR = kF16TileRows;
+    const int64_t tiles = (m_rows + MR - 1) / MR;
+    if (tiles == 0) return;
+    const int64_t base = m_rows / tiles, taller = m_rows % tiles;
     int64_t m = 0;
-    for (; m + MR <= m_rows; m += MR)
-        TileF16Packed<MR, G>(x + m * ldx, ldx, kc, wp, group_elems, y + m * ldy, ldy, acc);
-    const int64_t rest = m_rows - m;
-    const float* xm = x + m * ldx;
-    float* ym = y + m * ldy;
-    // The remainder in tiles of 4, 2 and 1 rows.
-    int64_t r = 0;
-    if constexpr (MR > 4) {
-        for (; r + 4 <= rest; r += 4)
-            TileF16Packed<4, G>(xm + r * ldx, ldx, kc, wp, group_elems, ym + r * ldy, ldy, acc);
+    for (int64_t t = 0; t < tiles; ++t) {
+        const int64_t mr = base + (t < taller ? 1 : 0);
+        TileF16PackedN<MR, G>(mr, x + m * ldx, ldx, kc, wp, group_elems, y + m * ldy, ldy, acc);
+        m += mr;
     }
-    if constexpr (MR > 2) {
-        for (; r + 2 <= rest; r += 2)
-            TileF16Packed<2, G>(xm + r * ldx, ldx, kc, wp, group_elems, ym + r * ldy, ldy, acc);
-    }
-    for (; r < rest; ++r)
-        TileF16Packed<1, G>(xm + r * ldx, ldx, kc, wp, group_elems, ym + r * ldy, ldy, acc);
 }
 
 // K chunk of the packed kernel: the tile's activation rows (12 x 2 KiB) and the two groups'

@@ -158,11 +158,11 @@ TEST(Kernels, MatmulFloatFormatsMatchScalarTwin) {
 
 // F16 weights in the packed layout (quant/packed.h) against the scalar twin on the row-major
 // weights. Shapes cover a partial last group (n % 16 != 0), K chunks with a short last one
-// (k > 512), and every row-tile remainder (tiles of 12, 4, 2 and 1 rows on AVX-512). Same
-// tolerance as the row-major float kernels.
+// (k > 512), and every tile height (rows split into near-equal tiles of at most 12 on AVX-512,
+// 6 on AVX2: the counts below give heights 1-12). Same tolerance as the row-major float kernels.
 TEST(Kernels, MatmulF16PackedMatchesScalarTwin) {
     for (int64_t k : {16, 67, 1100}) {
-        for (int64_t m : {1, 2, 3, 5, 13, 31}) {
+        for (int64_t m : {1, 2, 3, 4, 5, 8, 9, 12, 13, 17, 24, 31}) {
             const int64_t n = 77;
             Weights w = make_weights(TensorType::F16, n, k, 13);
             const quant::PackedLayout l = quant::packed_layout(TensorType::F16, n, k);
