@@ -284,7 +284,8 @@ std::pair<double, double> run_llama_diffusion(const std::string& bin, const std:
     return {wall, loop_ms / 1e3};
 }
 
-// llama.cpp's prompt processing of R tokens on the same file: tokens per second (avg_ts).
+// llama.cpp's prompt processing of R tokens on the same file: tokens per second (the median of
+// its repetitions).
 double run_llama_bench(const std::string& bin, const std::string& model, int rows, int reps,
                        int threads) {
     std::ostringstream cmd;
@@ -297,7 +298,11 @@ double run_llama_bench(const std::string& bin, const std::string& model, int row
     while (std::getline(is, line)) {
         if (line.empty() || line[0] != '{') continue;
         auto j = nlohmann::json::parse(line, nullptr, false);
-        if (j.is_object() && j.contains("avg_ts")) return j["avg_ts"].get<double>();
+        if (!j.is_object()) continue;
+        // The median of its repetitions, like ours; older builds only print the mean.
+        if (j.contains("samples_ts") && j["samples_ts"].is_array() && !j["samples_ts"].empty())
+            return median(j["samples_ts"].get<std::vector<double>>());
+        if (j.contains("avg_ts")) return j["avg_ts"].get<double>();
     }
     throw Error("no result in llama-bench's output:\n" + out.substr(0, 2000));
 }
@@ -490,12 +495,19 @@ int main(int argc, char** argv) {
                      &prefix, 0, 1 << 20);
         args.flag({"--no-peaks"}, "skip the peak FLOP/s and bandwidth microbenchmarks", &no_peaks);
         std::string llama_bench;
+        int rounds = 1;
         bool sampling = false;
         int window = 160, need = 32;
         args.string({"--llama-bench"}, "PATH",
                     "an existing llama.cpp llama-bench binary: runs -p ROWS -n 0 on the same\n"
                     "file right after each of our row counts and reports the throughput ratio",
                     &llama_bench);
+        args.integer(
+            {"--rounds"}, "N",
+            "with --llama-bench: alternate ours and llama.cpp's N times per row count and\n"
+            "report each side's median over the rounds (default 1; a shared, noisy\n"
+            "machine needs 3 or more)",
+            &rounds, 1, 100);
         args.section("Sampling mode");
         args.flag({"--sampling"},
                   "the share of a step spent on the output head and sampling: logits for every\n"
@@ -599,7 +611,24 @@ int main(int argc, char** argv) {
             report["peak_read_gbps"] = peaks.gbps;
             nlohmann::json rows = nlohmann::json::array();
             for (int R : parse_int_list(rows_list, "--rows")) {
-                nlohmann::json r = run_rows(*lm.model, *dev, {R}, prefix, reps, peaks)[0];
+                // Rounds alternate ours and llama.cpp's runs so that a slow spell of the machine
+                // hits both sides; each side reports its median over the rounds.
+                const int n_rounds = llama_bench.empty() ? 1 : rounds;
+                std::vector<nlohmann::json> ours;
+                std::vector<double> ours_ms, theirs, ratios;
+                for (int round = 0; round < n_rounds; ++round) {
+                    ours.push_back(run_rows(*lm.model, *dev, {R}, prefix, reps, peaks)[0]);
+                    ours_ms.push_back(ours.back()["ms"].get<double>());
+                    if (llama_bench.empty()) continue;
+                    theirs.push_back(run_llama_bench(llama_bench, model_path, R, reps, threads));
+                    ratios.push_back(ours.back()["rows_per_s"].get<double>() / theirs.back());
+                }
+                // The round whose time is the median (the lower middle for an even count).
+                std::vector<double> sorted_ms = ours_ms;
+                std::sort(sorted_ms.begin(), sorted_ms.end());
+                const double mid = sorted_ms[(sorted_ms.size() - 1) / 2];
+                nlohmann::json r = ours[static_cast<size_t>(
+                    std::find(ours_ms.begin(), ours_ms.end(), mid) - ours_ms.begin())];
                 // The device's latency table for the same plan the rows ran (steady state).
                 const runtime::Plan plan =
                     lm.model->build_plan(std::max(prefix, R), R, model::Model::Head::Stats);
@@ -613,10 +642,13 @@ int main(int argc, char** argv) {
                     r["device"] = dev->name();
                 }
                 if (!llama_bench.empty()) {
-                    // Interleaved: llama.cpp runs right after ours, for the same row count.
-                    const double ts = run_llama_bench(llama_bench, model_path, R, reps, threads);
+                    std::vector<double> sorted_ts = theirs;
+                    std::sort(sorted_ts.begin(), sorted_ts.end());
+                    const double ts = sorted_ts[sorted_ts.size() / 2];  // the upper middle
                     r["llama_cpp_rows_per_s"] = ts;
                     r["ratio"] = r["rows_per_s"].get<double>() / ts;
+                    r["rounds"] = n_rounds;
+                    r["ratio_per_round"] = ratios;
                 }
                 rows.push_back(r);
             }
