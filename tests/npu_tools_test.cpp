@@ -1,5 +1,6 @@
 // The device flags of the tools: llada-cli on npu-sim, bad flags, and llada-bench's latency
-// table (projected_ms per row count, a staircase) and its projected ablation.
+// table (projected_ms per row count, a staircase) and its projected ablation; llada-bench's
+// comparison with llama-bench (against a stand-in script: rounds, medians, errors).
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
@@ -96,4 +97,70 @@ TEST(NpuTools, BenchAblationProjectsEveryRow) {
     EXPECT_EQ(rows[2]["memory"], "baseline");
     EXPECT_EQ(rows[3]["memory"], "optimised");
     EXPECT_FALSE(j["ablation"]["sensitivity"].empty());
+}
+
+namespace {
+
+// A stand-in for llama.cpp's llama-bench: prints `line` as its JSONL result (or fails) and
+// records its arguments, so the comparison mode can be tested without llama.cpp.
+std::string fake_llama_bench(const std::string& name, const std::string& line, int status = 0) {
+    const fs::path dir = fs::temp_directory_path() / "llada_fake_llama_bench";
+    fs::create_directories(dir);
+    const fs::path script = dir / name;
+    std::ofstream f(script);
+    f << "#!/bin/sh\necho \"$@\" >> '" << (dir / (name + ".args")).string() << "'\n"
+      << "echo 'build info line'\necho '" << line << "'\nexit " << status << "\n";
+    f.close();
+    fs::permissions(script, fs::perms::owner_all);
+    fs::remove(dir / (name + ".args"));
+    return script.string();
+}
+
+}  // namespace
+
+TEST(BenchTools, LlamaBenchComparisonRunsInRoundsAndTakesMedians) {
+    // llama-bench's per-repetition samples 10, 30, 20 t/s: the median, 20, not the mean (99).
+    const std::string fake =
+        fake_llama_bench("lb-samples", R"({"avg_ts": 99.0, "samples_ts": [10.0, 30.0, 20.0]})");
+    Result r = run(bin("llada-bench") + " -m " + model() + " --rows 4,8 --reps 2 --rounds 3" +
+                   " --no-peaks --json -t 1 --llama-bench " + fake);
+    ASSERT_EQ(r.status, 0) << r.err;
+    const json rows = json::parse(r.out);
+    ASSERT_EQ(rows.size(), 2u);
+    for (const auto& row : rows) {
+        EXPECT_DOUBLE_EQ(row["llama_cpp_rows_per_s"].get<double>(), 20.0) << row.dump();
+        EXPECT_DOUBLE_EQ(row["ratio"].get<double>(), row["rows_per_s"].get<double>() / 20.0);
+        EXPECT_EQ(row["rounds"], 3);
+        ASSERT_EQ(row["ratio_per_round"].size(), 3u);
+        for (const auto& x : row["ratio_per_round"])
+            EXPECT_GT(x.get<double>(), 0.0);
+    }
+    // Three rounds per row count, each with the same row count and repetitions as ours.
+    std::ifstream args(fake + ".args");
+    std::string line;
+    int calls = 0;
+    while (std::getline(args, line)) {
+        EXPECT_NE(line.find(calls < 3 ? "-p 4 -n 0 -r 2" : "-p 8 -n 0 -r 2"), std::string::npos)
+            << line;
+        ++calls;
+    }
+    EXPECT_EQ(calls, 6);
+}
+
+TEST(BenchTools, LlamaBenchWithoutSamplesUsesItsMeanAndFailuresAreReported) {
+    Result r = run(bin("llada-bench") + " -m " + model() +
+                   " --rows 4 --reps 1 --no-peaks --json -t 1 --llama-bench " +
+                   fake_llama_bench("lb-mean", R"({"avg_ts": 42.0})"));
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_DOUBLE_EQ(json::parse(r.out)[0]["llama_cpp_rows_per_s"].get<double>(), 42.0);
+    r = run(bin("llada-bench") + " -m " + model() +
+            " --rows 4 --reps 1 --no-peaks --json -t 1 --llama-bench " +
+            fake_llama_bench("lb-fail", "oops", 1));
+    EXPECT_NE(r.status, 0);
+    EXPECT_NE(r.err.find("llama-bench failed"), std::string::npos) << r.err;
+    r = run(bin("llada-bench") + " -m " + model() +
+            " --rows 4 --reps 1 --no-peaks --json -t 1 --llama-bench " +
+            fake_llama_bench("lb-noresult", "{}"));
+    EXPECT_NE(r.status, 0);
+    EXPECT_NE(r.err.find("no result in llama-bench's output"), std::string::npos) << r.err;
 }
