@@ -642,9 +642,7 @@ int main(int argc, char** argv) {
                     r["device"] = dev->name();
                 }
                 if (!llama_bench.empty()) {
-                    std::vector<double> sorted_ts = theirs;
-                    std::sort(sorted_ts.begin(), sorted_ts.end());
-                    const double ts = sorted_ts[sorted_ts.size() / 2];  // the upper middle
+                    const double ts = median(theirs);  // the upper middle for an even count
                     r["llama_cpp_rows_per_s"] = ts;
                     r["ratio"] = r["rows_per_s"].get<double>() / ts;
                     r["rounds"] = n_rounds;

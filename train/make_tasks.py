@@ -7,8 +7,8 @@ puts them in the test split), <task>-hard.jsonl (--hard problems from the hard d
 from the test split), all-test.jsonl (every <task>-test, concatenated in TASKS order),
 all-hard.jsonl, smoke-50.jsonl (the first problems of each <task>-test, 50 in all, tasks
 interleaved) and mix-1000.jsonl (the first 250 of each <task>-test, interleaved: the quicker set
-bench/quality.sh compares decoding policies on). One JSON object per line: {"task", "prompt", "answer"}; see tasks.py for the tasks,
-the split and the scoring rule.
+bench/quality.sh compares decoding policies on). One JSON object per line: {"task", "prompt",
+"answer"}; see tasks.py for the tasks, the split and the scoring rule.
 """
 
 import argparse
