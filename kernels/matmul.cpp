@@ -150,10 +150,11 @@ void MatmulFloatT(const float* x, int64_t m_rows, const WeightView& w, float* y,
 // MR * G * 16 / lanes accumulators; per column k, the G groups' values are widened once and
 // multiplied by MR broadcast activations. No horizontal sums, and each widened weight vector
 // serves MR rows.
-template <int MR, int G>
+template <int MR, int G, typename WT, bool kWiden>
 HWY_INLINE void TileF16Packed(const float* HWY_RESTRICT x, int64_t ldx, int64_t kc,
-                              const hwy::float16_t* HWY_RESTRICT wp, int64_t group_elems,
-                              float* HWY_RESTRICT y, int64_t ldy, bool accumulate) {
+                              const WT* HWY_RESTRICT wp, int64_t gs, int64_t ks,
+                              float* HWY_RESTRICT wide, float* HWY_RESTRICT y, int64_t ldy,
+                              bool accumulate) {
     const hn::ScalableTag<float> df;
     const hn::Rebind<hwy::float16_t, decltype(df)> dh;
     using V = hn::Vec<decltype(df)>;
@@ -170,8 +171,15 @@ HWY_INLINE void TileF16Packed(const float* HWY_RESTRICT x, int64_t ldx, int64_t 
         V wv[NV];
         for (int g = 0; g < G; ++g) {
             for (int j = 0; j < VG; ++j) {
-                wv[g * VG + j] = hn::PromoteTo(
-                    df, hn::LoadU(dh, wp + g * group_elems + k * quant::kPackRows + j * L));
+                const WT* p = wp + g * gs + k * ks + j * L;
+                if constexpr (hwy::IsSame<WT, float>()) {
+                    wv[g * VG + j] = hn::LoadU(df, p);
+                } else {
+                    wv[g * VG + j] = hn::PromoteTo(df, hn::LoadU(dh, p));
+                }
+                if constexpr (kWiden) {
+                    hn::StoreU(wv[g * VG + j], df, wide + (k * G + g) * quant::kPackRows + j * L);
+                }
             }
         }
         for (int m = 0; m < MR; ++m) {
@@ -196,30 +204,47 @@ constexpr int kF16TileRows = HWY_LANES(float) >= 16 ? 12 : HWY_LANES(float) >= 8
 constexpr int kF16TileGroups = HWY_LANES(float) >= 16 ? 2 : 1;
 
 // One tile of `mr` rows (1 <= mr <= MR) through the instantiation of that height.
-template <int MR, int G>
-HWY_INLINE void TileF16PackedN(int64_t mr, const float* x, int64_t ldx, int64_t kc,
-                               const hwy::float16_t* wp, int64_t group_elems, float* y, int64_t ldy,
+template <int MR, int G, typename WT, bool kWiden>
+HWY_INLINE void TileF16PackedN(int64_t mr, const float* x, int64_t ldx, int64_t kc, const WT* wp,
+                               int64_t gs, int64_t ks, float* wide, float* y, int64_t ldy,
                                bool acc) {
     if constexpr (MR > 1) {
-        if (mr < MR) return TileF16PackedN<MR - 1, G>(mr, x, ldx, kc, wp, group_elems, y, ldy, acc);
+        if (mr < MR) {
+            return TileF16PackedN<MR - 1, G, WT, kWiden>(mr, x, ldx, kc, wp, gs, ks, wide, y, ldy,
+                                                         acc);
+        }
     }
-    TileF16Packed<MR, G>(x, ldx, kc, wp, group_elems, y, ldy, acc);
+    TileF16Packed<MR, G, WT, kWiden>(x, ldx, kc, wp, gs, ks, wide, y, ldy, acc);
 }
 
 // The rows in tiles of near-equal height (32 rows on AVX-512: 11 + 11 + 10, not 12 + 12 + 8
-// or 12 + 12 + 4 + 4): every tile keeps as many FMAs per widened weight vector as it can.
+// or 12 + 12 + 4 + 4): every tile keeps as many FMAs per weight vector as it can. With more
+// than one tile and a `wide` buffer (kc x G x 16 floats), the first tile also stores the
+// weights it widens and the others read them from there: a conversion costs two uops on the
+// ports the FMAs need, a float load none.
 template <int G>
 HWY_INLINE void RowsF16Packed(const float* x, int64_t ldx, int64_t m_rows, int64_t kc,
-                              const hwy::float16_t* wp, int64_t group_elems, float* y, int64_t ldy,
-                              bool acc) {
+                              const hwy::float16_t* wp, int64_t gs, float* wide, float* y,
+                              int64_t ldy, bool acc) {
     constexpr int MR = kF16TileRows;
+    constexpr int64_t ks = quant::kPackRows;
     const int64_t tiles = (m_rows + MR - 1) / MR;
     if (tiles == 0) return;
     const int64_t base = m_rows / tiles, taller = m_rows % tiles;
     int64_t m = 0;
     for (int64_t t = 0; t < tiles; ++t) {
         const int64_t mr = base + (t < taller ? 1 : 0);
-        TileF16PackedN<MR, G>(mr, x + m * ldx, ldx, kc, wp, group_elems, y + m * ldy, ldy, acc);
+        float* ym = y + m * ldy;
+        if (wide == nullptr || tiles == 1) {
+            TileF16PackedN<MR, G, hwy::float16_t, false>(mr, x + m * ldx, ldx, kc, wp, gs, ks,
+                                                         nullptr, ym, ldy, acc);
+        } else if (t == 0) {
+            TileF16PackedN<MR, G, hwy::float16_t, true>(mr, x + m * ldx, ldx, kc, wp, gs, ks, wide,
+                                                        ym, ldy, acc);
+        } else {
+            TileF16PackedN<MR, G, float, false>(mr, x + m * ldx, ldx, kc, wide, ks, G * ks, nullptr,
+                                                ym, ldy, acc);
+        }
         m += mr;
     }
 }
@@ -237,23 +262,25 @@ void MatmulF16Packed(const float* x, int64_t m_rows, const WeightView& w, float*
     // Output columns past n_rows (padding rows of the last group) must not be written: a
     // partial last group goes through a scratch tile.
     HWY_ALIGN float scratch[kF16TileRows * quant::kPackRows];
+    // The widened weights of one column block (32 KiB on AVX-512), see RowsF16Packed.
+    HWY_ALIGN float wide[kF16KChunk * kF16TileGroups * quant::kPackRows];
     for (int64_t k0 = 0; k0 < k; k0 += kF16KChunk) {
         const int64_t kc = std::min(kF16KChunk, k - k0);
         const bool acc = k0 > 0;
         int64_t n = n0;
-        for (; n + kF16TileGroups * quant::kPackRows <= n_end;
-             n += kF16TileGroups * quant::kPackRows) {
+        constexpr int64_t kBlockCols = kF16TileGroups * quant::kPackRows;
+        for (; n + kBlockCols <= n_end; n += kBlockCols) {
             RowsF16Packed<kF16TileGroups>(
                 x + k0, k, m_rows, kc,
                 packed + (n / quant::kPackRows) * group_elems + k0 * quant::kPackRows, group_elems,
-                y + n, ldy, acc);
+                wide, y + n, ldy, acc);
         }
         for (; n < n_end; n += quant::kPackRows) {
             const hwy::float16_t* wp =
                 packed + (n / quant::kPackRows) * group_elems + k0 * quant::kPackRows;
             const int64_t cols = std::min<int64_t>(quant::kPackRows, n_end - n);
             if (cols == quant::kPackRows) {
-                RowsF16Packed<1>(x + k0, k, m_rows, kc, wp, group_elems, y + n, ldy, acc);
+                RowsF16Packed<1>(x + k0, k, m_rows, kc, wp, group_elems, wide, y + n, ldy, acc);
                 continue;
             }
             for (int64_t m = 0; m < m_rows; m += kF16TileRows) {
@@ -262,7 +289,7 @@ void MatmulF16Packed(const float* x, int64_t m_rows, const WeightView& w, float*
                     for (int64_t c = 0; c < cols; ++c)
                         scratch[r * quant::kPackRows + c] = y[(m + r) * ldy + n + c];
                 }
-                RowsF16Packed<1>(x + k0 + m * k, k, mr, kc, wp, group_elems, scratch,
+                RowsF16Packed<1>(x + k0 + m * k, k, mr, kc, wp, group_elems, nullptr, scratch,
                                  quant::kPackRows, acc);
                 for (int64_t r = 0; r < mr; ++r) {
                     for (int64_t c = 0; c < cols; ++c)

@@ -159,7 +159,8 @@ TEST(Kernels, MatmulFloatFormatsMatchScalarTwin) {
 // F16 weights in the packed layout (quant/packed.h) against the scalar twin on the row-major
 // weights. Shapes cover a partial last group (n % 16 != 0), K chunks with a short last one
 // (k > 512), and every tile height (rows split into near-equal tiles of at most 12 on AVX-512,
-// 6 on AVX2: the counts below give heights 1-12). Same tolerance as the row-major float kernels.
+// 6 on AVX2: the counts below give heights 1-12), and several tiles per column block (the first
+// tile widens the weights for the others). Same tolerance as the row-major float kernels.
 TEST(Kernels, MatmulF16PackedMatchesScalarTwin) {
     for (int64_t k : {16, 67, 1100}) {
         for (int64_t m : {1, 2, 3, 4, 5, 8, 9, 12, 13, 17, 24, 31}) {
@@ -182,16 +183,19 @@ TEST(Kernels, MatmulF16PackedMatchesScalarTwin) {
             }
             kernels::WeightView pv = w.view;
             pv.packed = packed.data();
-            for_each_target([&] {
-                std::fill(got.begin(), got.end(), NAN);
-                // Split on a group boundary, as the thread pool splits packed weights.
-                matmul_float(x.data(), m, pv, got.data(), n, 0, 32);
-                matmul_float(x.data(), m, pv, got.data(), n, 32, n);
-                for (size_t i = 0; i < got.size(); ++i) {
-                    ASSERT_NEAR(got[i], want[i], k * FLT_EPSILON * mag[i] + 1e-30)
-                        << "k=" << k << " m=" << m << " i=" << i;
-                }
-            });
+            // Split on a group boundary, as the thread pool splits packed weights: at 32 every
+            // range starts with two-group blocks; at 16 the first range is one full group.
+            for (int64_t split : {32, 16}) {
+                for_each_target([&] {
+                    std::fill(got.begin(), got.end(), NAN);
+                    matmul_float(x.data(), m, pv, got.data(), n, 0, split);
+                    matmul_float(x.data(), m, pv, got.data(), n, split, n);
+                    for (size_t i = 0; i < got.size(); ++i) {
+                        ASSERT_NEAR(got[i], want[i], k * FLT_EPSILON * mag[i] + 1e-30)
+                            << "k=" << k << " m=" << m << " split=" << split << " i=" << i;
+                    }
+                });
+            }
         }
     }
 }
