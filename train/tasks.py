@@ -9,7 +9,8 @@ strip leading and trailing whitespace, and compare with the JSONL `answer` field
 equality. Numbers are written with a fixed number of digits (leading zeros), so every answer of
 a task has the same length and layout (see the add/sub section for why).
 
-Tasks (each writes its work so that later tokens depend on earlier ones, left to right):
+Tasks (add and sub write their work so that later tokens depend on earlier ones; sort's later
+slots depend on which numbers the earlier ones used; rev is a pure lookup at fixed places):
   add   "8213+0077="  ->  "10,09,02,08 => 08290"
         One entry per column, least significant first: digit of a + digit of b + carry in,
         written as two digits. The first digit of an entry is its carry out, which the next
@@ -19,9 +20,7 @@ Tasks (each writes its work so that later tokens depend on earlier ones, left to
         first digit is the borrow out (1 when the column borrowed 10), its second the digit of
         the difference. After " => " the difference with WIDTH digits.
   sort  "sort 38 27 91 54 66 12:"  ->  "12 27 38 54 66 91"  (six two-digit numbers, ascending)
-  word  "Ann had 12, ate 05, got 17."  ->  "12-05=07,+17=24. Answer: 24"
-        A running count (0-99, two digits) through two events, each line starting from the
-        previous result; the answer is the number after "Answer: ".
+  rev   "rev kqzmbtawpelcxoyd:"  ->  "dyoxclepwatbmzqk"  (16 lowercase letters, reversed)
 
 Train/test split: a problem is a test problem iff sha256("<task>|<prompt>") mod SPLIT_MOD == 0
 (`is_test`); training draws reject test problems, test sets contain only test problems. Small
@@ -35,7 +34,7 @@ import random
 GEN_LENGTH = 32  # generated tokens per problem; answers are shorter and padded with EOS
 SPLIT_MOD = 10  # 1 in SPLIT_MOD problems is a test problem
 
-TASKS = ("add", "sub", "sort", "word")
+TASKS = ("add", "sub", "sort", "rev")
 
 
 def is_test(task, prompt):
@@ -158,78 +157,30 @@ def gen_sort(rng, hard=False):
 
 
 # ---------------------------------------------------------------------------------------------
-# word
+# rev
 #
-# Counts stay within 0..99 and every number is written with two digits.
+# A fixed-length string, so the letter answer position i copies sits at the same place in every
+# prompt. (The suite's first two versions had arithmetic word problems here, "Ann had 12, ate 05,
+# got 17."; their names and verbs vary in length, so the operands move, and the LLaDA models never
+# learned them: 0-4 % at one token per step while the AR twins reached 97-100 %. models/README.md,
+# "What missed and why", has the runs.)
 
-NAMES = ("Ann", "Bob", "Cal", "Dee", "Eve", "Fay", "Gus", "Hal", "Ivy", "Jo", "Kim", "Liz",
-         "Max", "Ned", "Oli", "Pam", "Ray", "Sam", "Tom", "Uma", "Vic", "Wes", "Zoe")
-PLUS = ("got", "won", "made")
-MINUS = ("ate", "lost", "sold", "gave")
-WORD_EVENTS = 2
-
-
-def word_answer(start, events):
-    """events: list of (verb, n). Returns the worked answer text."""
-    cur, lines = start, []
-    for i, (verb, n) in enumerate(events):
-        new = cur + n if verb in PLUS else cur - n
-        assert 0 <= new <= 99
-        lines.append(f"{_pad(cur, 2) if i == 0 else ''}{'+' if verb in PLUS else '-'}"
-                     f"{_pad(n, 2)}={_pad(new, 2)}")
-        cur = new
-    return ",".join(lines) + f". Answer: {_pad(cur, 2)}"
+REV_N = 16  # letters per string
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 
-def word_value(start, events):
-    cur = start
-    for verb, n in events:
-        cur = cur + n if verb in PLUS else cur - n
-    return cur
+def rev_answer(s):
+    return s[::-1]
 
 
-def _word_events(rng, start, k):
-    """k events; an addition only when the count stays <= 99, a subtraction when it stays >= 0."""
-    events, cur = [], start
-    for _ in range(k):
-        while True:
-            n = rng.randint(1, 99)
-            sub = rng.random() < 0.5
-            if (sub and n <= cur) or (not sub and cur + n <= 99):
-                break
-        verb = rng.choice(MINUS if sub else PLUS)
-        cur = cur - n if sub else cur + n
-        events.append((verb, n))
-    return events
+def gen_rev(rng, hard=False):
+    # hard: two letters only, so a letter cannot be told from its neighbours by what it is
+    alphabet = rng.sample(LETTERS, 2) if hard else LETTERS
+    s = "".join(rng.choice(alphabet) for _ in range(REV_N))
+    return f"rev {s}:", rev_answer(s), {"s": s}
 
 
-def _word_hard(start, events):
-    """Every event carries (addition) or borrows (subtraction) in its units digit."""
-    cur = start
-    for verb, n in events:
-        if verb in PLUS:
-            if cur % 10 + n % 10 < 10:
-                return False
-            cur += n
-        else:
-            if cur % 10 >= n % 10:
-                return False
-            cur -= n
-    return True
-
-
-def gen_word(rng, hard=False):
-    name = rng.choice(NAMES)
-    while True:
-        start = rng.randint(10, 99)
-        events = _word_events(rng, start, WORD_EVENTS)
-        if not hard or _word_hard(start, events):
-            break
-    prompt = (f"{name} had {start}, " + ", ".join(f"{v} {_pad(n, 2)}" for v, n in events) + ".")
-    return prompt, word_answer(start, events), {"start": start, "events": events}
-
-
-GENERATORS = {"add": gen_add, "sub": gen_sub, "sort": gen_sort, "word": gen_word}
+GENERATORS = {"add": gen_add, "sub": gen_sub, "sort": gen_sort, "rev": gen_rev}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -140,22 +140,12 @@ def _check_sort(prompt, answer):
     assert [int(v) for v in answer.split(" ")] == sorted(nums)
 
 
-def _check_word(prompt, answer):
-    m = re.fullmatch(r"([A-Z][a-z]+) had (\d\d), (.*)\.", prompt)
-    cur = int(m.group(2))
-    want = []
-    for i, ev in enumerate(m.group(3).split(", ")):
-        verb, n = ev.split(" ")
-        assert re.fullmatch(r"\d\d", n)
-        new = cur + int(n) if verb in ("got", "won", "made") else cur - int(n)
-        assert 0 <= new <= 99
-        first = f"{cur:02d}" if i == 0 else ""
-        want.append(f"{first}{'+' if new >= cur else '-'}{n}={new:02d}")
-        cur = new
-    assert answer == ",".join(want) + f". Answer: {cur:02d}", (prompt, answer)
+def _check_rev(prompt, answer):
+    m = re.fullmatch(r"rev ([a-z]{16}):", prompt)
+    assert m and answer == "".join(reversed(m.group(1))), (prompt, answer)
 
 
-CHECKS = {"add": _check_add, "sub": _check_sub, "sort": _check_sort, "word": _check_word}
+CHECKS = {"add": _check_add, "sub": _check_sub, "sort": _check_sort, "rev": _check_rev}
 
 
 class TestTasks(unittest.TestCase):
@@ -173,8 +163,7 @@ class TestTasks(unittest.TestCase):
         self.assertEqual(tasks.add_answer(9999, 1), "10,10,10,10 => 10000")
         self.assertEqual(tasks.sub_answer(5203, 867), "16,13,13,04 => 4336")
         self.assertEqual(tasks.sub_answer(1000, 999), "11,10,10,00 => 0001")
-        self.assertEqual(tasks.word_answer(12, [("ate", 5), ("got", 17)]),
-                         "12-05=07,+17=24. Answer: 24")
+        self.assertEqual(tasks.rev_answer("kqzmbtawpelcxoyd"), "dyoxclepwatbmzqk")
 
     def test_lengths_fit(self):
         rng = random.Random(6)
