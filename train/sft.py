@@ -40,7 +40,7 @@ PRESETS = {
     "s": dict(model=dict(d=96, n_layer=4, n_head=4, n_kv_head=4, ffn=256),
               train=dict(ar_steps=3000, steps=5000, batch=64, lr=2e-3)),
     "m": dict(model=dict(d=128, n_layer=4, n_head=4, n_kv_head=4, ffn=352),
-              train=dict(ar_steps=2500, steps=3000, batch=64, lr=2e-3)),
+              train=dict(ar_steps=3000, steps=5000, batch=64, lr=2e-3)),
 }
 # The LLaDA model of a preset starts from the weights of its AR twin (the same preset trained by
 # train_ar.py for ar_steps steps), then trains `steps` steps with LLaDA's SFT objective: adapting
