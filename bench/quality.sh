@@ -52,4 +52,4 @@ for part in ${QUALITY:-grid hardgrid policies ar hard}; do
     *) echo "quality.sh: unknown part '$part'" >&2; exit 2 ;;
     esac
 done
-/usr/bin/python3 "$ROOT/bench/quality_tables.py" "$Q"
+/usr/bin/python3 "$ROOT/bench/quality_tables.py" "$Q" "$(basename "$M" .gguf)"

@@ -28,8 +28,21 @@ def acc(r):
     return f"{100 * r['accuracy']:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
 
 
+def task_names(d):
+    """The task names in the order of the first report's per_task (llada-eval keeps file order)."""
+    for f in sorted(os.listdir(d)):
+        if f.endswith(".json"):
+            r = load(d, f[:-5])
+            if r and "per_task" in r:
+                return list(r["per_task"])
+    return []
+
+
+TASKS = []  # set by main() from the reports
+
+
 def tasks(r):
-    return " | ".join(f"{100 * r['per_task'][t]['accuracy']:.1f}" for t in ("add", "sub", "sort", "word"))
+    return " | ".join(f"{100 * r['per_task'][t]['accuracy']:.1f}" for t in TASKS)
 
 
 def grid(d):
@@ -62,9 +75,9 @@ POLICIES = [("vanilla", "vanilla"), ("vanilla-es", "vanilla + early stop"),
 
 
 def policies(d):
-    print("| block | policy | accuracy % [95% CI] | add | sub | sort | word | NFE | rows computed "
-          "| LM-head rows | NFE vs vanilla | tokens/s |")
-    print("|---|---|---|---|---|---|---|---:|---:|---:|---:|---:|")
+    print("| block | policy | accuracy % [95% CI] | " + " | ".join(TASKS) +
+          " | NFE | rows computed | LM-head rows | NFE vs vanilla | tokens/s |")
+    print("|---|---|---|" + "---|" * len(TASKS) + "---:|---:|---:|---:|---:|")
     for b in (8, 16):
         base = load(d, f"pol-b{b}-vanilla")
         for key, label in POLICIES:
@@ -77,28 +90,24 @@ def policies(d):
     print()
 
 
-def others(d):
-    print("| model | tasks | decoding | accuracy % [95% CI] | add | sub | sort | word | NFE | "
-          "tokens/s |")
-    print("|---|---|---|---|---|---|---|---|---:|---:|")
-    for name, what in [("ar-tiny-ar-s", "tiny-ar-s, test, greedy AR"),
+def others(d, name):
+    print("| model | tasks | decoding | accuracy % [95% CI] | " + " | ".join(TASKS) +
+          " | NFE | tokens/s |")
+    print("|---|---|---|---|" + "---|" * len(TASKS) + "---:|---:|")
+    for key, what in [("ar-tiny-ar-s", "tiny-ar-s, test, greedy AR"),
                        ("ar-tiny-ar-m", "tiny-ar-m, test, greedy AR"),
                        ("s-tiny-llada-s-b8-s32", "tiny-llada-s, test, vanilla steps 32 block 8"),
                        ("s-tiny-llada-s-b8-s4", "tiny-llada-s, test, vanilla steps 4 block 8"),
-                       ("m-test-b8-s32", "tiny-llada-m, test, vanilla steps 32 block 8"),
-                       ("m-test-b8-s4", "tiny-llada-m, test, vanilla steps 4 block 8"),
-                       ("m-hard-b8-s32", "tiny-llada-m, hard, vanilla steps 32 block 8"),
-                       ("m-hard-b8-s4", "tiny-llada-m, hard, vanilla steps 4 block 8"),
                        ("hard-s-b8-s32", "tiny-llada-s, hard, vanilla steps 32 block 8"),
                        ("hard-s-b8-s4", "tiny-llada-s, hard, vanilla steps 4 block 8"),
-                       ("hardgrid-b8-s32", "tiny-llada-m, hard, vanilla steps 32 block 8"),
-                       ("hardgrid-b8-s4", "tiny-llada-m, hard, vanilla steps 4 block 8"),
-                       ("hard-dual-threshold-b8", "tiny-llada-m, hard, dual-cache + threshold 0.9 block 8"),
+                       ("hardgrid-b8-s32", "MODEL, hard, vanilla steps 32 block 8"),
+                       ("hardgrid-b8-s4", "MODEL, hard, vanilla steps 4 block 8"),
+                       ("hard-dual-threshold-b8", "MODEL, hard, dual-cache + threshold 0.9 block 8"),
                        ("hard-ar-m", "tiny-ar-m, hard, greedy AR")]:
-        r = load(d, name)
+        r = load(d, key)
         if not r:
             continue
-        model, split, dec = what.split(", ")
+        model, split, dec = what.replace("MODEL", name).split(", ")
         print(f"| {model} | {split} | {dec} | {acc(r)} | {tasks(r)} | {r['nfe']:.2f} | "
               f"{r['tokens_per_s']:.0f} |")
     print()
@@ -107,15 +116,16 @@ def others(d):
 def main():
     d = sys.argv[1] if len(sys.argv) > 1 else "bench/out/quality"
     name = sys.argv[2] if len(sys.argv) > 2 else "tiny-llada-m"
+    TASKS[:] = task_names(d)
     print(f"### Sensitivity grid ({name}, vanilla, overall accuracy %)\n")
     grid(d)
-    print(f"### Sensitivity on the hard sets ({name}, vanilla; overall, then add / sub / "
-          "sort / word)\n")
+    print(f"### Sensitivity on the hard sets ({name}, vanilla; overall, then "
+          f"{' / '.join(TASKS)})\n")
     hardgrid(d)
     print(f"### Policies ({name}, gen 32)\n")
     policies(d)
     print("### Other models and the hard sets\n")
-    others(d)
+    others(d, name)
 
 
 if __name__ == "__main__":
