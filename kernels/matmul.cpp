@@ -249,8 +249,9 @@ HWY_INLINE void RowsF16Packed(const float* x, int64_t ldx, int64_t m_rows, int64
     }
 }
 
-// K chunk of the packed kernel: the tile's activation rows (12 x 2 KiB) and the two groups'
-// weights (2 x 16 KiB) stay in L1/L2 while every row tile passes over them.
+// K chunk of the packed kernel: a tile's activation rows (12 x 1 KiB) and the column block's
+// weights (2 x 8 KiB of halves, 32 KiB once widened) stay in L1/L2 while every row tile passes
+// over them.
 constexpr int64_t kF16KChunk = 256;
 
 void MatmulF16Packed(const float* x, int64_t m_rows, const WeightView& w, float* y, int64_t ldy,
