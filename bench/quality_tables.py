@@ -29,7 +29,8 @@ def acc(r):
 
 
 def task_names(d):
-    """The task names in the order of the first report's per_task (llada-eval keeps file order)."""
+    """The task names of the first report's per_task, in its (alphabetical) key order: the
+    order of every report's per_task, so of the columns tasks() prints."""
     for f in sorted(os.listdir(d)):
         if f.endswith(".json"):
             r = load(d, f[:-5])
@@ -38,11 +39,8 @@ def task_names(d):
     return []
 
 
-TASKS = []  # set by main() from the reports
-
-
 def tasks(r):
-    return " | ".join(f"{100 * r['per_task'][t]['accuracy']:.1f}" for t in TASKS)
+    return " | ".join(f"{100 * t['accuracy']:.1f}" for t in r["per_task"].values())
 
 
 def grid(d):
@@ -74,10 +72,10 @@ POLICIES = [("vanilla", "vanilla"), ("vanilla-es", "vanilla + early stop"),
             ("dual-threshold", "dual-cache + threshold 0.9")]
 
 
-def policies(d):
-    print("| block | policy | accuracy % [95% CI] | " + " | ".join(TASKS) +
+def policies(d, names):
+    print("| block | policy | accuracy % [95% CI] | " + " | ".join(names) +
           " | NFE | rows computed | LM-head rows | NFE vs vanilla | tokens/s |")
-    print("|---|---|---|" + "---|" * len(TASKS) + "---:|---:|---:|---:|---:|")
+    print("|---|---|---|" + "---|" * len(names) + "---:|---:|---:|---:|---:|")
     for b in (8, 16):
         base = load(d, f"pol-b{b}-vanilla")
         for key, label in POLICIES:
@@ -90,10 +88,10 @@ def policies(d):
     print()
 
 
-def others(d, name):
-    print("| model | tasks | decoding | accuracy % [95% CI] | " + " | ".join(TASKS) +
+def others(d, name, names):
+    print("| model | tasks | decoding | accuracy % [95% CI] | " + " | ".join(names) +
           " | NFE | tokens/s |")
-    print("|---|---|---|---|" + "---|" * len(TASKS) + "---:|---:|")
+    print("|---|---|---|---|" + "---|" * len(names) + "---:|---:|")
     for key, what in [("ar-tiny-ar-s", "tiny-ar-s, test, greedy AR"),
                        ("ar-tiny-ar-m", "tiny-ar-m, test, greedy AR"),
                        ("s-tiny-llada-s-b8-s32", "tiny-llada-s, test, vanilla steps 32 block 8"),
@@ -116,16 +114,16 @@ def others(d, name):
 def main():
     d = sys.argv[1] if len(sys.argv) > 1 else "bench/out/quality"
     name = sys.argv[2] if len(sys.argv) > 2 else "tiny-llada-m"
-    TASKS[:] = task_names(d)
+    names = task_names(d)
     print(f"### Sensitivity grid ({name}, vanilla, overall accuracy %)\n")
     grid(d)
     print(f"### Sensitivity on the hard sets ({name}, vanilla; overall, then "
-          f"{' / '.join(TASKS)})\n")
+          f"{' / '.join(names)})\n")
     hardgrid(d)
     print(f"### Policies ({name}, gen 32)\n")
-    policies(d)
+    policies(d, names)
     print("### Other models and the hard sets\n")
-    others(d, name)
+    others(d, name, names)
 
 
 if __name__ == "__main__":
