@@ -153,8 +153,8 @@ void MatmulFloatT(const float* x, int64_t m_rows, const WeightView& w, float* y,
 template <int MR, int G, typename WT, bool kWiden>
 HWY_INLINE void TileF16Packed(const float* HWY_RESTRICT x, int64_t ldx, int64_t kc,
                               const WT* HWY_RESTRICT wp, int64_t gs, int64_t ks,
-                              float* HWY_RESTRICT wide, float* HWY_RESTRICT y, int64_t ldy,
-                              bool accumulate) {
+                              float* HWY_RESTRICT wide, const WT* next, float* HWY_RESTRICT y,
+                              int64_t ldy, bool accumulate) {
     const hn::ScalableTag<float> df;
     const hn::Rebind<hwy::float16_t, decltype(df)> dh;
     using V = hn::Vec<decltype(df)>;
@@ -168,6 +168,14 @@ HWY_INLINE void TileF16Packed(const float* HWY_RESTRICT x, int64_t ldx, int64_t 
             acc[m][v] = hn::Zero(df);
     }
     for (int64_t k = 0; k < kc; ++k) {
+        if constexpr (kWiden) {
+            // The next column block's weights into L2, one cache line per group every 64 bytes
+            // of k: the stream for the next tile then starts from L2 instead of memory.
+            if (next != nullptr && (k * ks * sizeof(WT)) % 64 == 0) {
+                for (int g = 0; g < G; ++g)
+                    __builtin_prefetch(next + g * gs + k * ks, 0, 2);
+            }
+        }
         V wv[NV];
         for (int g = 0; g < G; ++g) {
             for (int j = 0; j < VG; ++j) {
@@ -206,26 +214,27 @@ constexpr int kF16TileGroups = HWY_LANES(float) >= 16 ? 2 : 1;
 // One tile of `mr` rows (1 <= mr <= MR) through the instantiation of that height.
 template <int MR, int G, typename WT, bool kWiden>
 HWY_INLINE void TileF16PackedN(int64_t mr, const float* x, int64_t ldx, int64_t kc, const WT* wp,
-                               int64_t gs, int64_t ks, float* wide, float* y, int64_t ldy,
-                               bool acc) {
+                               int64_t gs, int64_t ks, float* wide, const WT* next, float* y,
+                               int64_t ldy, bool acc) {
     if constexpr (MR > 1) {
         if (mr < MR) {
-            return TileF16PackedN<MR - 1, G, WT, kWiden>(mr, x, ldx, kc, wp, gs, ks, wide, y, ldy,
-                                                         acc);
+            return TileF16PackedN<MR - 1, G, WT, kWiden>(mr, x, ldx, kc, wp, gs, ks, wide, next, y,
+                                                         ldy, acc);
         }
     }
-    TileF16Packed<MR, G, WT, kWiden>(x, ldx, kc, wp, gs, ks, wide, y, ldy, acc);
+    TileF16Packed<MR, G, WT, kWiden>(x, ldx, kc, wp, gs, ks, wide, next, y, ldy, acc);
 }
 
 // The rows in tiles of near-equal height (32 rows on AVX-512: 11 + 11 + 10, not 12 + 12 + 8
 // or 12 + 12 + 4 + 4): every tile keeps as many FMAs per weight vector as it can. With more
 // than one tile and a `wide` buffer (kc x G x 16 floats), the first tile also stores the
 // weights it widens and the others read them from there: a conversion costs two uops on the
-// ports the FMAs need, a float load none.
+// ports the FMAs need, a float load none. That first tile also prefetches `next` (the next
+// column block's weights, same layout; may be null).
 template <int G>
 HWY_INLINE void RowsF16Packed(const float* x, int64_t ldx, int64_t m_rows, int64_t kc,
-                              const hwy::float16_t* wp, int64_t gs, float* wide, float* y,
-                              int64_t ldy, bool acc) {
+                              const hwy::float16_t* wp, int64_t gs, float* wide,
+                              const hwy::float16_t* next, float* y, int64_t ldy, bool acc) {
     constexpr int MR = kF16TileRows;
     constexpr int64_t ks = quant::kPackRows;
     const int64_t tiles = (m_rows + MR - 1) / MR;
@@ -237,13 +246,13 @@ HWY_INLINE void RowsF16Packed(const float* x, int64_t ldx, int64_t m_rows, int64
         float* ym = y + m * ldy;
         if (wide == nullptr || tiles == 1) {
             TileF16PackedN<MR, G, hwy::float16_t, false>(mr, x + m * ldx, ldx, kc, wp, gs, ks,
-                                                         nullptr, ym, ldy, acc);
+                                                         nullptr, nullptr, ym, ldy, acc);
         } else if (t == 0) {
             TileF16PackedN<MR, G, hwy::float16_t, true>(mr, x + m * ldx, ldx, kc, wp, gs, ks, wide,
-                                                        ym, ldy, acc);
+                                                        next, ym, ldy, acc);
         } else {
             TileF16PackedN<MR, G, float, false>(mr, x + m * ldx, ldx, kc, wide, ks, G * ks, nullptr,
-                                                ym, ldy, acc);
+                                                nullptr, ym, ldy, acc);
         }
         m += mr;
     }
@@ -270,18 +279,24 @@ void MatmulF16Packed(const float* x, int64_t m_rows, const WeightView& w, float*
         const bool acc = k0 > 0;
         int64_t n = n0;
         constexpr int64_t kBlockCols = kF16TileGroups * quant::kPackRows;
+        const auto block_at = [&](int64_t col, int64_t kk) {
+            return packed + (col / quant::kPackRows) * group_elems + kk * quant::kPackRows;
+        };
         for (; n + kBlockCols <= n_end; n += kBlockCols) {
-            RowsF16Packed<kF16TileGroups>(
-                x + k0, k, m_rows, kc,
-                packed + (n / quant::kPackRows) * group_elems + k0 * quant::kPackRows, group_elems,
-                wide, y + n, ldy, acc);
+            // The block this thread runs next: the next columns, or the first of the next chunk.
+            const hwy::float16_t* next = n + 2 * kBlockCols <= n_end ? block_at(n + kBlockCols, k0)
+                                         : k0 + kF16KChunk < k       ? block_at(n0, k0 + kF16KChunk)
+                                                                     : nullptr;
+            RowsF16Packed<kF16TileGroups>(x + k0, k, m_rows, kc, block_at(n, k0), group_elems, wide,
+                                          next, y + n, ldy, acc);
         }
         for (; n < n_end; n += quant::kPackRows) {
             const hwy::float16_t* wp =
                 packed + (n / quant::kPackRows) * group_elems + k0 * quant::kPackRows;
             const int64_t cols = std::min<int64_t>(quant::kPackRows, n_end - n);
             if (cols == quant::kPackRows) {
-                RowsF16Packed<1>(x + k0, k, m_rows, kc, wp, group_elems, wide, y + n, ldy, acc);
+                RowsF16Packed<1>(x + k0, k, m_rows, kc, wp, group_elems, wide, nullptr, y + n, ldy,
+                                 acc);
                 continue;
             }
             for (int64_t m = 0; m < m_rows; m += kF16TileRows) {
@@ -290,8 +305,8 @@ void MatmulF16Packed(const float* x, int64_t m_rows, const WeightView& w, float*
                     for (int64_t c = 0; c < cols; ++c)
                         scratch[r * quant::kPackRows + c] = y[(m + r) * ldy + n + c];
                 }
-                RowsF16Packed<1>(x + k0 + m * k, k, mr, kc, wp, group_elems, nullptr, scratch,
-                                 quant::kPackRows, acc);
+                RowsF16Packed<1>(x + k0 + m * k, k, mr, kc, wp, group_elems, nullptr, nullptr,
+                                 scratch, quant::kPackRows, acc);
                 for (int64_t r = 0; r < mr; ++r) {
                     for (int64_t c = 0; c < cols; ++c)
                         y[(m + r) * ldy + n + c] = scratch[r * quant::kPackRows + c];
