@@ -8,8 +8,10 @@
 // per 32-value block. Per block the lane sums are scaled by d_w (a vector over the 16 rows) and
 // d_x (one scalar per activation row) in float, as llama.cpp does. For Q4_0 the nibbles (0..15)
 // are the unsigned operand and the offset of 8 is removed exactly by seeding each block's int32
-// sums with -8 * sum(x); for Q8_0 the weights' signs are moved onto the activations so that |w|
-// can be the unsigned operand.
+// sums with -8 * sum(x). Q8_0 weights are stored with their sign bit flipped (w + 128): on VNNI
+// that is the unsigned operand as loaded, the offset removed with -128 * sum(x); the other
+// targets flip the bit back and move the weights' signs onto the activations so that |w| can
+// be the unsigned operand.
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/qmatmul.cpp"
@@ -128,8 +130,9 @@ HWY_INLINE void TileQ(const ActRows& x, const uint8_t* HWY_RESTRICT group,
                 w[2 * j + 1] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), low4);
             }
         } else {
+            const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
             for (int s = 0; s < 8; ++s) {
-                const __m512i raw = _mm512_loadu_si512(q + 64 * s);
+                const __m512i raw = _mm512_xor_si512(_mm512_loadu_si512(q + 64 * s), flip);
                 neg[s] = _mm512_movepi8_mask(raw);
                 w[s] = _mm512_abs_epi8(raw);
             }
@@ -155,10 +158,10 @@ HWY_INLINE void TileQ(const ActRows& x, const uint8_t* HWY_RESTRICT group,
 }
 #if HWY_TARGET == HWY_AVX3_DL
 // VNNI: two groups (32 output columns) per tile, so each broadcast of 4 activation bytes feeds
-// two dot products. Q8_0 weights become unsigned by flipping their sign bit (w + 128, one XOR
-// per weight vector shared by the tile's rows), and the offset is removed exactly by seeding
-// the block's sums with -128 * sum(x), as Q4_0's -8 * sum(x): vpdpbusd has no intermediate
-// saturation, so this is exact (the maddubs path of the other targets would saturate).
+// two dot products. Q8_0 weights are stored unsigned (w + 128, quant/packed.h) and the offset is
+// removed exactly by seeding the block's sums with -128 * sum(x), as Q4_0's -8 * sum(x):
+// vpdpbusd has no intermediate saturation, so this is exact (the maddubs path of the other
+// targets would saturate, so they flip the sign bit back).
 constexpr int kMR2 = 4;
 
 template <int MR, bool Q4>
@@ -169,7 +172,6 @@ HWY_INLINE void TileQ2(const ActRows& x, const uint8_t* HWY_RESTRICT g0,
     for (int m = 0; m < MR; ++m)
         acc[m][0] = acc[m][1] = _mm512_setzero_ps();
     const __m512i low4 = _mm512_set1_epi8(0x0f);
-    const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
     for (int64_t b = 0; b < l.n_blocks; ++b) {
         const uint8_t* s0 = g0 + b * l.block_bytes;
         const uint8_t* s1 = g1 + b * l.block_bytes;
@@ -203,8 +205,8 @@ HWY_INLINE void TileQ2(const ActRows& x, const uint8_t* HWY_RESTRICT g0,
             }
         } else {
             for (int st = 0; st < 8; ++st) {
-                const __m512i w0 = _mm512_xor_si512(_mm512_loadu_si512(q0 + 64 * st), flip);
-                const __m512i w1 = _mm512_xor_si512(_mm512_loadu_si512(q1 + 64 * st), flip);
+                const __m512i w0 = _mm512_loadu_si512(q0 + 64 * st);
+                const __m512i w1 = _mm512_loadu_si512(q1 + 64 * st);
                 for (int m = 0; m < MR; ++m) {
                     const __m512i xv = _mm512_set1_epi32(Load4(x.qs(m) + b * quant::kQK + 4 * st));
                     isum[m][0] = _mm512_dpbusd_epi32(isum[m][0], w0, xv);
@@ -258,8 +260,10 @@ HWY_INLINE void TileQ(const ActRows& x, const uint8_t* HWY_RESTRICT group,
                     w[2 * j + 1] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
                 }
             } else {
+                const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
                 for (int s = 0; s < 8; ++s) {
-                    w[s] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64 * s));
+                    w[s] = _mm256_xor_si256(
+                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64 * s)), flip);
                 }
             }
             for (int m = 0; m < MR; ++m) {

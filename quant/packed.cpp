@@ -77,7 +77,10 @@ void pack_groups(const PackedLayout& l, const uint8_t* src, size_t src_row_bytes
                     const auto& blk = reinterpret_cast<const BlockQ8_0*>(s)[b];
                     scales[n] = blk.d;
                     for (int st = 0; st < 8; ++st) {
-                        std::memcpy(q + st * 64 + 4 * n, blk.qs + 4 * st, 4);
+                        for (int i = 0; i < 4; ++i) {
+                            q[st * 64 + 4 * n + i] = static_cast<uint8_t>(
+                                static_cast<uint8_t>(blk.qs[4 * st + i]) ^ 0x80);
+                        }
                     }
                 }
             }
@@ -96,8 +99,10 @@ void unpack_block(const PackedLayout& l, const uint8_t* group, int64_t b, int n,
             }
         }
     } else {
-        for (int st = 0; st < 8; ++st)
-            std::memcpy(out + 4 * st, q + st * 64 + 4 * n, 4);
+        for (int st = 0; st < 8; ++st) {
+            for (int i = 0; i < 4; ++i)
+                out[4 * st + i] = static_cast<int8_t>(q[st * 64 + 4 * n + i] ^ 0x80);
+        }
     }
 }
 

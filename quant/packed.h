@@ -1,9 +1,9 @@
 // The CPU's repacked layout of llama.cpp Q4_0 / Q8_0 weights and of Q8 activations: the same
-// quantised values and scales (the same bytes per weight), reordered so that 16 weight rows are
-// interleaved 4 values at a time. A 512-bit vector then holds 4 consecutive values of 16 rows,
-// and one u8 x s8 dot-product instruction against 4 broadcast activation values advances 16
-// output columns at once: no horizontal sums, and the per-block scales apply once per 16
-// outputs. Repacking happens once at load.
+// quantised values and scales (the same bytes per weight; Q8_0 values offset by 128), reordered so
+// that 16 weight rows are interleaved 4 values at a time. A 512-bit vector then holds 4 consecutive
+// values of 16 rows, and one u8 x s8 dot-product instruction against 4 broadcast activation values
+// advances 16 output columns at once: no horizontal sums, and the per-block scales apply once per
+// 16 outputs. Repacking happens once at load.
 #pragma once
 
 #include <cstddef>
@@ -20,7 +20,9 @@ constexpr int kPackRows = 16;  // weight rows per group (output columns per vect
 //   Q4_0:   4 steps of 64 bytes; in step j, byte 4n + i holds row n's value 8j + i in its low
 //           nibble and value 8j + 4 + i in its high nibble (nibble = q + 8, as in Q4_0):
 //           288 bytes = 16 x 18, exactly Q4_0's size.
-//   Q8_0:   8 steps of 64 bytes; in step s, byte 4n + i is row n's value 4s + i: 544 bytes.
+//   Q8_0:   8 steps of 64 bytes; in step s, byte 4n + i is row n's value 4s + i plus 128 (the
+//           int8 with its sign bit flipped, so 0..255: the unsigned operand of vpdpbusd as it
+//           is stored; the offset is removed with -128 * sum(x)): 544 bytes.
 // Super-blocks follow each other along the row (b = 0, 1, ...), then groups. Padding rows (up
 // to a multiple of 16) have zero scales and zero values.
 //
