@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "format/tensor_type.h"
 #include "quant/blocks.h"
@@ -97,5 +98,10 @@ void row_stats_merge(RowStats& into, const RowStats& later);
 
 // Name of the instruction set the dispatcher picked (for logs and benchmarks).
 const char* active_target();
+// Restricts dispatch to the named instruction set (a Highway target name such as "AVX2",
+// case-insensitive) for the rest of the process, so a narrower machine's kernels run here.
+// Highway keeps the dispatch choice process-wide; this goes through its documented override.
+// Throws llada::Error naming the sets this build and CPU offer if `name` is not one of them.
+void limit_simd(const std::string& name);
 
 }  // namespace llada::kernels

@@ -7,10 +7,13 @@
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
 
+#include <cctype>
 #include <cmath>
 #include <limits>
+#include <string>
 
 #include "kernels/kernels.h"
+#include "util/error.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace llada::kernels {
@@ -180,6 +183,25 @@ void attention_head(const float* q, const float* k, const float* v, int64_t kv_s
 }
 const char* active_target() {
     return HWY_DYNAMIC_DISPATCH(ActiveTarget)();
+}
+
+void limit_simd(const std::string& name) {
+    const auto lower = [](std::string s) {
+        for (char& c : s)
+            c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        return s;
+    };
+    hwy::SetSupportedTargetsForTest(0);  // choose among all the CPU has, not an earlier choice
+    std::string offered;
+    for (int64_t t : hwy::SupportedAndGeneratedTargets()) {
+        if (lower(hwy::TargetName(t)) == lower(name)) {
+            hwy::SetSupportedTargetsForTest(t);
+            return;
+        }
+        offered += std::string(offered.empty() ? "" : ", ") + hwy::TargetName(t);
+    }
+    throw Error("--simd " + name + ": not an instruction set this build and CPU offer (" + offered +
+                ")");
 }
 
 }  // namespace llada::kernels

@@ -1,6 +1,7 @@
 // Every SIMD kernel on every instruction set this machine supports, against its scalar twin.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cfloat>
 #include <cmath>
 #include <random>
@@ -16,6 +17,7 @@
 #include "quant/fp16.h"
 #include "quant/packed.h"
 #include "tests/test_util.h"
+#include "util/error.h"
 
 using namespace llada;
 using namespace llada::kernels;
@@ -428,4 +430,27 @@ TEST(Kernels, LutDequantMatmulMatchesDequantisedReference) {
             }
         });
     }
+}
+
+// --simd: every target this build and CPU offer can be named (in any case) and then runs; other
+// names are refused with the list of those that exist.
+TEST(Kernels, LimitSimdSelectsTheNamedTargetOrSaysWhichExist) {
+    for (int64_t t : hwy::SupportedAndGeneratedTargets()) {
+        std::string lower = hwy::TargetName(t);
+        for (char& c : lower)
+            c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        kernels::limit_simd(lower);
+        EXPECT_STREQ(kernels::active_target(), hwy::TargetName(t));
+    }
+    try {
+        kernels::limit_simd("SVE2");
+        ADD_FAILURE() << "SVE2 accepted on x86";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("--simd SVE2"), std::string::npos) << e.what();
+        EXPECT_NE(
+            std::string(e.what()).find(hwy::TargetName(hwy::SupportedAndGeneratedTargets()[0])),
+            std::string::npos)
+            << e.what();
+    }
+    hwy::SetSupportedTargetsForTest(0);
 }

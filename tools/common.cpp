@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "kernels/kernels.h"
 #include "util/error.h"
 
 namespace llada::tools {
@@ -172,9 +173,14 @@ void DeviceFlags::add_to(ArgTable& args) {
                 "npu-sim static row shapes (default: every multiple of 32)", &buckets);
     args.flag({"--timing-only"}, "project times without computing (outputs are placeholders)",
               &config.timing_only);
+    args.string({"--simd"}, "NAME",
+                "run the CPU kernels of this instruction set instead of the best one, e.g.\n"
+                "AVX2 to time a machine without AVX-512 (names: Highway's targets)",
+                &simd);
 }
 
 std::unique_ptr<runtime::Device> DeviceFlags::make(runtime::ThreadPool& pool) const {
+    if (!simd.empty()) kernels::limit_simd(simd);
     runtime::DeviceConfig c = config;
     c.buckets.clear();
     std::stringstream ss(buckets);

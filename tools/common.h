@@ -56,6 +56,7 @@ struct DecodeFlags {
 struct DeviceFlags {
     runtime::DeviceConfig config;
     std::string buckets;
+    std::string simd;  // --simd: run the kernels of this instruction set (empty: the best)
     void add_to(ArgTable& args);
     // Throws llada::Error for an unknown device or profile and for flags the device ignores.
     std::unique_ptr<runtime::Device> make(runtime::ThreadPool& pool) const;
