@@ -53,10 +53,14 @@ void pack_groups(const PackedLayout& l, const uint8_t* src, size_t src_row_bytes
                 auto* scales = reinterpret_cast<uint16_t*>(sb);
                 uint8_t* q = sb + 2 * kPackRows;
                 if (row >= l.n_rows) {
-                    // Padding rows: zero scale, and value 0 (nibble 8) so sums stay clean.
+                    // Padding rows: zero scale, and value 0 (nibble 8; Q8_0 byte 0x80) so sums
+                    // stay clean.
                     if (q4) {
                         for (int j = 0; j < 4; ++j)
                             std::memset(q + j * 64 + 4 * n, 0x88, 4);
+                    } else {
+                        for (int st = 0; st < 8; ++st)
+                            std::memset(q + st * 64 + 4 * n, 0x80, 4);
                     }
                     continue;
                 }

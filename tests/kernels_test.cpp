@@ -454,3 +454,36 @@ TEST(Kernels, LimitSimdSelectsTheNamedTargetOrSaysWhichExist) {
     }
     hwy::SetSupportedTargetsForTest(0);
 }
+
+// The packed layout round trip: every row's values come back as llama.cpp's block stores them
+// (Q8_0 is stored with the sign bit flipped, Q4_0 as nibbles), and padding rows as value 0.
+TEST(Kernels, PackedBlocksUnpackToTheSourceValues) {
+    for (TensorType t : {TensorType::Q8_0, TensorType::Q4_0}) {
+        const int64_t n = 20, k = 64;  // two groups, the second with 12 padding rows
+        Weights w = make_weights(t, n, k, 5);
+        const quant::PackedLayout l = quant::packed_layout(t, n, k);
+        std::vector<uint8_t> packed(l.total_bytes());
+        quant::pack_groups(l, w.bytes.data(), w.view.row_bytes, 0, l.n_groups, packed.data());
+        for (int64_t row = 0; row < l.n_groups * quant::kPackRows; ++row) {
+            const uint8_t* group = packed.data() + (row / quant::kPackRows) * l.group_bytes;
+            for (int64_t b = 0; b < l.n_blocks; ++b) {
+                int8_t got[quant::kQK];
+                quant::unpack_block(l, group, b, static_cast<int>(row % quant::kPackRows), got);
+                for (int i = 0; i < quant::kQK; ++i) {
+                    int want = 0;
+                    if (row < n && t == TensorType::Q8_0) {
+                        want = reinterpret_cast<const quant::BlockQ8_0*>(w.bytes.data() +
+                                                                         row * w.view.row_bytes)[b]
+                                   .qs[i];
+                    } else if (row < n) {
+                        const auto& blk = reinterpret_cast<const quant::BlockQ4_0*>(
+                            w.bytes.data() + row * w.view.row_bytes)[b];
+                        want = (i < 16 ? (blk.qs[i] & 0x0f) : (blk.qs[i - 16] >> 4)) - 8;
+                    }
+                    ASSERT_EQ(got[i], want) << format::tensor_type_info(t).name << " row " << row
+                                            << " block " << b << " i " << i;
+                }
+            }
+        }
+    }
+}
