@@ -133,11 +133,13 @@ void CpuOps::run(const ArenaView& a, LmHeadScratch& s, const Op& op, const Batch
             const int64_t kd = kv.kv_dim();
             const float* k = a.f32(op.in0);
             const float* v = a.f32(op.in1);
-            for (int64_t r = 0; r < b.n_rows; ++r) {
-                assert(b.pos[r] >= 0 && b.pos[r] < kv.n_pos() && b.seq[r] < kv.n_seq());
-                std::memcpy(kv.k(op.layer, b.seq[r], b.pos[r]), k + r * kd, sizeof(float) * kd);
-                std::memcpy(kv.v(op.layer, b.seq[r], b.pos[r]), v + r * kd, sizeof(float) * kd);
-            }
+            parallel_ranges(b.n_rows, 2 * kd, [&](int64_t lo, int64_t hi) {
+                for (int64_t r = lo; r < hi; ++r) {
+                    assert(b.pos[r] >= 0 && b.pos[r] < kv.n_pos() && b.seq[r] < kv.n_seq());
+                    std::memcpy(kv.k(op.layer, b.seq[r], b.pos[r]), k + r * kd, sizeof(float) * kd);
+                    std::memcpy(kv.v(op.layer, b.seq[r], b.pos[r]), v + r * kd, sizeof(float) * kd);
+                }
+            });
             return;
         }
         case OpKind::Attention: {

@@ -1,6 +1,8 @@
 // A fixed pool of worker threads that runs parallel loops; passed explicitly, never global.
 #include "runtime/thread_pool.h"
 
+#include <chrono>
+
 #include "util/error.h"
 
 namespace llada::runtime {
@@ -12,9 +14,13 @@ inline void cpu_relax() {
     std::this_thread::yield();
 #endif
 }
-// About 50 us of pause instructions: long enough to bridge the gap between two ops of a
-// forward, short enough not to steal much from other processes on a busy machine.
-constexpr int kSpinIterations = 2000;
+// How long an idle worker spins before it sleeps: long enough to bridge the gaps between the
+// ops of a forward (a serial op of ~0.1 ms included), short enough not to steal much from other
+// processes between forwards. Measured, not counted in pause instructions, whose latency
+// differs ~10x between CPU generations. On a VM a sleeping worker's wake-up can take far longer
+// than the gap it slept through: with ~93 us of spinning the 1B F16 forward at 32 rows on two
+// threads did ~40 sleeps per forward (perf stat context-switches).
+constexpr auto kSpinTime = std::chrono::microseconds(1000);
 
 // The claim word: generation (low 24 bits of the job number), task count, next task.
 constexpr int kTaskBits = 20;
@@ -70,9 +76,11 @@ void ThreadPool::worker_loop(int thread) {
     uint64_t seen = 0;
     for (;;) {
         uint64_t gen = generation_.load(std::memory_order_acquire);
-        for (int spin = 0; gen == seen && spin < kSpinIterations; ++spin) {
+        const auto spin_start = std::chrono::steady_clock::now();
+        for (int spin = 1; gen == seen; ++spin) {
             cpu_relax();
             gen = generation_.load(std::memory_order_acquire);
+            if (spin % 64 == 0 && std::chrono::steady_clock::now() - spin_start > kSpinTime) break;
         }
         if (gen == seen) {
             std::unique_lock<std::mutex> lock(mu_);
