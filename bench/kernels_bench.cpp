@@ -5,17 +5,15 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <random>
 #include <vector>
-
-#include "hwy/targets.h"
 
 #include "kernels/kernels.h"
 #include "kernels/lut.h"
 #include "quant/blocks.h"
 #include "quant/fp16.h"
 #include "quant/packed.h"
+#include "util/error.h"
 
 using namespace llada;
 
@@ -161,22 +159,16 @@ BENCHMARK(BM_F16Matmul)->ArgsProduct({{32, 64, 160}, {2048, 5632}, {0, 1}});
 
 // LLADA_BENCH_TARGET=AVX2 (or any Highway target name this build has and the CPU supports)
 // runs every kernel on that target instead of the best one, so a narrower machine's kernels
-// can be timed here.
+// can be timed here (the tools' --simd).
 int main(int argc, char** argv) {
     if (const char* want = std::getenv("LLADA_BENCH_TARGET")) {
-        int64_t found = 0;
-        for (int64_t t : hwy::SupportedAndGeneratedTargets()) {
-            if (std::strcmp(hwy::TargetName(t), want) == 0) found = t;
-        }
-        if (!found) {
-            std::fprintf(stderr,
-                         "kernels_bench: LLADA_BENCH_TARGET=%s is not a target this build "
-                         "and CPU support\n",
-                         want);
+        try {
+            llada::kernels::limit_simd(want);
+        } catch (const llada::Error& e) {
+            std::fprintf(stderr, "kernels_bench: LLADA_BENCH_TARGET: %s\n", e.what());
             return 2;
         }
-        hwy::SetSupportedTargetsForTest(found);
-        std::fprintf(stderr, "kernels_bench: target %s\n", want);
+        std::fprintf(stderr, "kernels_bench: target %s\n", llada::kernels::active_target());
     }
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
