@@ -10,7 +10,8 @@ equality. Numbers are written with a fixed number of digits (leading zeros), so 
 a task has the same length and layout (see the add/sub section for why).
 
 Tasks (add and sub write their work so that later tokens depend on earlier ones; sort's later
-slots depend on which numbers the earlier ones used; rev is a pure lookup at fixed places):
+slots depend on which numbers the earlier ones used; every digit of cum depends on the one
+before it):
   add   "8213+0077="  ->  "10,09,02,08 => 08290"
         One entry per column, least significant first: digit of a + digit of b + carry in,
         written as two digits. The first digit of an entry is its carry out, which the next
@@ -20,7 +21,7 @@ slots depend on which numbers the earlier ones used; rev is a pure lookup at fix
         first digit is the borrow out (1 when the column borrowed 10), its second the digit of
         the difference. After " => " the difference with WIDTH digits.
   sort  "sort 38 27 91 54 66 12:"  ->  "12 27 38 54 66 91"  (six two-digit numbers, ascending)
-  rev   "rev kqzmbtawpelcxoyd:"  ->  "dyoxclepwatbmzqk"  (16 lowercase letters, reversed)
+  cum   "cum 83533740681241586834:"  ->  "81692933978045084259"  (running sum mod 10 of 20 digits)
 
 Train/test split: a problem is a test problem iff sha256("<task>|<prompt>") mod SPLIT_MOD == 0
 (`is_test`); training draws reject test problems, test sets contain only test problems. Small
@@ -34,7 +35,7 @@ import random
 GEN_LENGTH = 32  # generated tokens per problem; answers are shorter and padded with EOS
 SPLIT_MOD = 10  # 1 in SPLIT_MOD problems is a test problem
 
-TASKS = ("add", "sub", "sort", "rev")
+TASKS = ("add", "sub", "sort", "cum")
 
 
 def is_test(task, prompt):
@@ -157,30 +158,36 @@ def gen_sort(rng, hard=False):
 
 
 # ---------------------------------------------------------------------------------------------
-# rev
+# cum
 #
-# A fixed-length string, so the letter answer position i copies sits at the same place in every
-# prompt. (The suite's first two versions had arithmetic word problems here, "Ann had 12, ate 05,
-# got 17."; their names and verbs vary in length, so the operands move, and the LLaDA models never
-# learned them (0-4 % at one token per step) while tiny-ar-s reached 81 %, and both AR twins 100 %
-# once the answers wrote their columns. models/README.md, "History of the suite", has the runs.)
+# The running sum mod 10 of a fixed-length digit string: answer digit i = (answer digit i - 1 +
+# prompt digit i) mod 10. Written left to right, every digit is a two-input lookup (the digit
+# before it and the prompt digit at a fixed place); without the digit before it, it needs the sum
+# of all prompt digits up to i, which a small model cannot do in one forward pass. So it is the
+# suite's order-dependent task: decoded one token per step it is as easy as add's columns, decoded
+# many tokens per step it fails. (The fourth version of the suite had string reversal here, a
+# pure lookup that loses nothing when decoded in parallel; models/README.md, "History of the
+# suite".)
 
-REV_N = 16  # letters per string
-LETTERS = "abcdefghijklmnopqrstuvwxyz"
-
-
-def rev_answer(s):
-    return s[::-1]
+CUM_N = 20  # digits per string
 
 
-def gen_rev(rng, hard=False):
-    # hard: two letters only, so a letter cannot be told from its neighbours by what it is
-    alphabet = rng.sample(LETTERS, 2) if hard else LETTERS
-    s = "".join(rng.choice(alphabet) for _ in range(REV_N))
-    return f"rev {s}:", rev_answer(s), {"s": s}
+def cum_answer(digits):
+    out, acc = [], 0
+    for d in digits:
+        acc = (acc + int(d)) % 10
+        out.append(str(acc))
+    return "".join(out)
 
 
-GENERATORS = {"add": gen_add, "sub": gen_sub, "sort": gen_sort, "rev": gen_rev}
+def gen_cum(rng, hard=False):
+    # hard: digits 5-9 only, so (almost) every step wraps past 10
+    lo = 5 if hard else 0
+    s = "".join(str(rng.randint(lo, 9)) for _ in range(CUM_N))
+    return f"cum {s}:", cum_answer(s), {"s": s}
+
+
+GENERATORS = {"add": gen_add, "sub": gen_sub, "sort": gen_sort, "cum": gen_cum}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -140,12 +140,17 @@ def _check_sort(prompt, answer):
     assert [int(v) for v in answer.split(" ")] == sorted(nums)
 
 
-def _check_rev(prompt, answer):
-    m = re.fullmatch(r"rev ([a-z]{16}):", prompt)
-    assert m and answer == "".join(reversed(m.group(1))), (prompt, answer)
+def _check_cum(prompt, answer):
+    # digit i of the answer is the sum of the first i + 1 prompt digits, mod 10 (computed as a
+    # whole sum here, not as the generator's running update)
+    m = re.fullmatch(r"cum (\d{20}):", prompt)
+    assert m and re.fullmatch(r"\d{20}", answer), (prompt, answer)
+    digits = [int(c) for c in m.group(1)]
+    for i in range(20):
+        assert int(answer[i]) == sum(digits[:i + 1]) % 10, (prompt, answer, i)
 
 
-CHECKS = {"add": _check_add, "sub": _check_sub, "sort": _check_sort, "rev": _check_rev}
+CHECKS = {"add": _check_add, "sub": _check_sub, "sort": _check_sort, "cum": _check_cum}
 
 
 class TestTasks(unittest.TestCase):
@@ -163,7 +168,8 @@ class TestTasks(unittest.TestCase):
         self.assertEqual(tasks.add_answer(9999, 1), "10,10,10,10 => 10000")
         self.assertEqual(tasks.sub_answer(5203, 867), "16,13,13,04 => 4336")
         self.assertEqual(tasks.sub_answer(1000, 999), "11,10,10,00 => 0001")
-        self.assertEqual(tasks.rev_answer("kqzmbtawpelcxoyd"), "dyoxclepwatbmzqk")
+        self.assertEqual(tasks.cum_answer("83533740681241586834"), "81692933978045084259")
+        self.assertEqual(tasks.cum_answer("99999999999999999999"), "98765432109876543210")
 
     def test_lengths_fit(self):
         rng = random.Random(6)
