@@ -7,7 +7,8 @@
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
 
-#include <cctype>
+#include <strings.h>
+
 #include <cmath>
 #include <limits>
 #include <string>
@@ -186,15 +187,10 @@ const char* active_target() {
 }
 
 void limit_simd(const std::string& name) {
-    const auto lower = [](std::string s) {
-        for (char& c : s)
-            c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-        return s;
-    };
     hwy::SetSupportedTargetsForTest(0);  // choose among all the CPU has, not an earlier choice
     std::string offered;
     for (int64_t t : hwy::SupportedAndGeneratedTargets()) {
-        if (lower(hwy::TargetName(t)) == lower(name)) {
+        if (strcasecmp(hwy::TargetName(t), name.c_str()) == 0) {
             hwy::SetSupportedTargetsForTest(t);
             return;
         }
