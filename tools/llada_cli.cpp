@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
         tools::ArgTable args(
             "llada-cli",
             "Generates text with a diffusion language model (LLaDA architecture, GGUF).\n"
-            "Without -m it runs the bundled tiny model, e.g.  llada-cli -p \"12+35=\"");
+            "Without -m it runs the bundled tiny model, e.g.  llada-cli -p \"0012+0035=\"");
         args.section("Model and prompt");
         args.string({"-m", "--model"}, "FILE",
                     std::string("GGUF model (default: the bundled ") + tools::kDefaultModel + ")",
