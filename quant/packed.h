@@ -50,12 +50,14 @@ void pack_groups(const PackedLayout& l, const uint8_t* src, size_t src_row_bytes
 void unpack_block(const PackedLayout& l, const uint8_t* group, int64_t b, int n, int8_t* out);
 
 // Quantised activations for the packed kernels: per row, n_blocks * 32 int8 values, then one
-// float scale per block (the fp16-rounded amax/127, as llama.cpp stores it), then one int32 sum
-// of the block's int8 values (Q4_0's offset of 8 is removed with it); rows are 64-byte aligned.
+// float scale per block (the fp16-rounded amax/127, as llama.cpp stores it), then per block the
+// int32 -8 * sum of its int8 values (Q4_0's offset of 8 is removed with it), then per block
+// -128 * that sum (Q8_0's stored offset, on VNNI); rows are 64-byte aligned. The products are
+// stored so that a kernel seeds its integer sums with one broadcast load.
 struct ActLayout {
     int64_t n_cols = 0, n_blocks = 0;
     size_t qs_bytes = 0;    // offset of the scales
-    size_t sum_offset = 0;  // offset of the sums
+    size_t sum_offset = 0;  // offset of the Q4_0 seeds (-8 * sum); the Q8_0 seeds follow
     size_t row_bytes = 0;
 };
 ActLayout act_layout(int64_t n_cols);

@@ -209,7 +209,7 @@ TEST(Kernels, MatmulF16PackedMatchesScalarTwin) {
 // remainder.
 TEST(Kernels, MatmulQuantisedFormatsMatchScalarTwin) {
     for (TensorType t : {TensorType::Q8_0, TensorType::Q4_0}) {
-        for (int64_t m : {1, 2, 3, 5, 8}) {
+        for (int64_t m : {1, 2, 3, 4, 5, 8, 13}) {
             for (int64_t n : {45, 77}) {
                 const int64_t k = 160;
                 Weights w = make_weights(t, n, k, 11);
