@@ -167,6 +167,14 @@ HWY_INLINE void TileF16Packed(const float* HWY_RESTRICT x, int64_t ldx, int64_t 
         for (int v = 0; v < NV; ++v)
             acc[m][v] = hn::Zero(df);
     }
+    if (accumulate) {
+        // The partial sums this tile adds to at its end: in flight from L2/L3 while it computes
+        // (y is m_rows x n, revisited once per K chunk, and larger than L2 for the FFN).
+        for (int m = 0; m < MR; ++m) {
+            for (int c = 0; c < NV * L; c += 64 / static_cast<int>(sizeof(float)))
+                __builtin_prefetch(y + m * ldy + c, 1, 3);
+        }
+    }
     for (int64_t k = 0; k < kc; ++k) {
         if constexpr (kWiden) {
             // The next column block's weights into L2, one cache line per group every 64 bytes
