@@ -236,6 +236,16 @@ HWY_INLINE void TileQ2(const ActRows& x, const uint8_t* HWY_RESTRICT g0,
         _mm512_storeu_ps(y + m * ldy + quant::kPackRows, acc[m][1]);
     }
 }
+// One tile of h rows (1 <= h <= MR) through the instantiation of that height.
+template <int MR, bool Q4>
+HWY_INLINE void TileQ2N(int h, const ActRows& x, const uint8_t* HWY_RESTRICT g0,
+                        const uint8_t* HWY_RESTRICT g1, const quant::PackedLayout& l,
+                        float* HWY_RESTRICT y, int64_t ldy) {
+    if constexpr (MR > 1) {
+        if (h < MR) return TileQ2N<MR - 1, Q4>(h, x, g0, g1, l, y, ldy);
+    }
+    TileQ2<MR, Q4>(x, g0, g1, l, y, ldy);
+}
 #define LLADA_HAVE_TILE_Q2 1
 #endif
 constexpr int kMR = 4;
@@ -352,26 +362,7 @@ void MatmulPackedT(const uint8_t* xq, int64_t m_rows, const WeightView& w, float
                             a.n_blocks};
             const uint8_t* g1 = g0 + l.group_bytes;
             float* yt = y + m * ldy + n;
-            switch (h) {
-                case 1:
-                    TileQ2<1, Q4>(x, g0, g1, l, yt, ldy);
-                    break;
-                case 2:
-                    TileQ2<2, Q4>(x, g0, g1, l, yt, ldy);
-                    break;
-                case 3:
-                    TileQ2<3, Q4>(x, g0, g1, l, yt, ldy);
-                    break;
-                case 4:
-                    TileQ2<4, Q4>(x, g0, g1, l, yt, ldy);
-                    break;
-                case 5:
-                    TileQ2<5, Q4>(x, g0, g1, l, yt, ldy);
-                    break;
-                default:
-                    TileQ2<kMR2, Q4>(x, g0, g1, l, yt, ldy);
-                    break;
-            }
+            TileQ2N<kMR2, Q4>(h, x, g0, g1, l, yt, ldy);
             m += h;
         }
     }
