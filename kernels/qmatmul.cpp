@@ -36,7 +36,8 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 // Activations -> int8 with one fp16-rounded scale per 32 values, round half to even (as
-// llama.cpp's SIMD quantiser), plus each block's sum, into quant::ActLayout rows.
+// llama.cpp's SIMD quantiser), plus each block's seeds (-8 and -128 times its sum), into
+// quant::ActLayout rows.
 void QuantizeActs(const float* x, uint8_t* out, int64_t k, int64_t r0, int64_t r1) {
     const quant::ActLayout a = quant::act_layout(k);
     const hn::ScalableTag<float> df;
@@ -48,7 +49,7 @@ void QuantizeActs(const float* x, uint8_t* out, int64_t k, int64_t r0, int64_t r
         uint8_t* row = out + r * a.row_bytes;
         auto* qs = reinterpret_cast<int8_t*>(row);
         auto* d = reinterpret_cast<float*>(row + a.qs_bytes);
-        auto* sums = reinterpret_cast<int32_t*>(row + a.sum_offset);
+        auto* seeds = reinterpret_cast<int32_t*>(row + a.seed_offset);
         for (int64_t b = 0; b < a.n_blocks; ++b) {
             const float* xb = xr + b * quant::kQK;
             auto vmax = hn::Zero(df);
@@ -67,8 +68,8 @@ void QuantizeActs(const float* x, uint8_t* out, int64_t k, int64_t r0, int64_t r
                 qs[b * quant::kQK + j] = static_cast<int8_t>(q[j]);
                 sum += q[j];
             }
-            sums[b] = -8 * sum;
-            sums[a.n_blocks + b] = -128 * sum;
+            seeds[b] = -8 * sum;
+            seeds[a.n_blocks + b] = -128 * sum;
         }
     }
 }
@@ -76,7 +77,7 @@ void QuantizeActs(const float* x, uint8_t* out, int64_t k, int64_t r0, int64_t r
 // Rows of the activations a tile covers.
 struct ActRows {
     const uint8_t* base;
-    size_t row_bytes, qs_bytes, sum_offset;
+    size_t row_bytes, qs_bytes, seed_offset;
     int64_t n_blocks;
     const int8_t* qs(int m) const { return reinterpret_cast<const int8_t*>(base + m * row_bytes); }
     float d(int m, int64_t b) const {
@@ -85,7 +86,7 @@ struct ActRows {
     // The value a block's int32 sums start from: -8 * sum(x) for Q4_0, -128 * sum(x) for Q8_0.
     template <bool Q4>
     int32_t seed(int m, int64_t b) const {
-        const auto* s = reinterpret_cast<const int32_t*>(base + m * row_bytes + sum_offset);
+        const auto* s = reinterpret_cast<const int32_t*>(base + m * row_bytes + seed_offset);
         return Q4 ? s[b] : s[n_blocks + b];
     }
 };
@@ -358,7 +359,7 @@ void MatmulPackedT(const uint8_t* xq, int64_t m_rows, const WeightView& w, float
             const int h = static_cast<int>(left >= 2 * kMR2 ? kMR2
                                            : left > kMR2    ? (left + 1) / 2
                                                             : left);
-            const ActRows x{xq + m * a.row_bytes, a.row_bytes, a.qs_bytes, a.sum_offset,
+            const ActRows x{xq + m * a.row_bytes, a.row_bytes, a.qs_bytes, a.seed_offset,
                             a.n_blocks};
             const uint8_t* g1 = g0 + l.group_bytes;
             float* yt = y + m * ldy + n;
@@ -372,12 +373,12 @@ void MatmulPackedT(const uint8_t* xq, int64_t m_rows, const WeightView& w, float
         const uint8_t* group = w.packed + (n / quant::kPackRows) * l.group_bytes;
         int64_t m = 0;
         for (; m + kMR <= m_rows; m += kMR) {
-            const ActRows x{xq + m * a.row_bytes, a.row_bytes, a.qs_bytes, a.sum_offset,
+            const ActRows x{xq + m * a.row_bytes, a.row_bytes, a.qs_bytes, a.seed_offset,
                             a.n_blocks};
             TileQ<kMR, Q4>(x, group, l, y + m * ldy + n, ldy, nr);
         }
         for (; m < m_rows; ++m) {
-            const ActRows x{xq + m * a.row_bytes, a.row_bytes, a.qs_bytes, a.sum_offset,
+            const ActRows x{xq + m * a.row_bytes, a.row_bytes, a.qs_bytes, a.seed_offset,
                             a.n_blocks};
             TileQ<1, Q4>(x, group, l, y + m * ldy + n, ldy, nr);
         }

@@ -56,8 +56,8 @@ void unpack_block(const PackedLayout& l, const uint8_t* group, int64_t b, int n,
 // stored so that a kernel seeds its integer sums with one broadcast load.
 struct ActLayout {
     int64_t n_cols = 0, n_blocks = 0;
-    size_t qs_bytes = 0;    // offset of the scales
-    size_t sum_offset = 0;  // offset of the Q4_0 seeds (-8 * sum); the Q8_0 seeds follow
+    size_t qs_bytes = 0;     // offset of the scales
+    size_t seed_offset = 0;  // offset of the Q4_0 seeds (-8 * sum); the Q8_0 seeds follow
     size_t row_bytes = 0;
 };
 ActLayout act_layout(int64_t n_cols);

@@ -1,6 +1,6 @@
 """Trains a tiny LLaDA-architecture masked-diffusion model on the task suite and exports it.
 
-    OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 train/train_llada.py --preset s   # -> models/tiny-llada-s.gguf
+    OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 train/train_llada.py --preset s --threads 1   # -> models/tiny-llada-s.gguf
     OMP_WAIT_POLICY=ACTIVE /usr/bin/python3 train/train_llada.py --preset m --threads 2   # -> models/tiny-llada-m.gguf
 
 PASSIVE when something else runs (two trainings side by side, one thread each); ACTIVE with two
