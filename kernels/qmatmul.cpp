@@ -348,10 +348,14 @@ void MatmulPackedT(const uint8_t* xq, int64_t m_rows, const WeightView& w, float
                    int64_t n0, int64_t n1) {
     const quant::PackedLayout l = quant::packed_layout(w.type, w.n_rows, w.n_cols);
     const quant::ActLayout a = quant::act_layout(w.n_cols);
+    const auto rows_at = [&](int64_t m) {
+        return ActRows{xq + m * a.row_bytes, a.row_bytes, a.qs_bytes, a.seed_offset, a.n_blocks};
+    };
     int64_t n = n0;
 #if defined(LLADA_HAVE_TILE_Q2)
     for (; n + 2 * quant::kPackRows <= n1; n += 2 * quant::kPackRows) {
         const uint8_t* g0 = w.packed + (n / quant::kPackRows) * l.group_bytes;
+        const uint8_t* g1 = g0 + l.group_bytes;
         // Tiles of kMR2 rows; the last 7-11 rows as two tiles of 4-6, since a short tile has too
         // few independent dot-product chains to hide vpdpbusd's latency.
         for (int64_t m = 0; m < m_rows;) {
@@ -359,11 +363,7 @@ void MatmulPackedT(const uint8_t* xq, int64_t m_rows, const WeightView& w, float
             const int h = static_cast<int>(left >= 2 * kMR2 ? kMR2
                                            : left > kMR2    ? (left + 1) / 2
                                                             : left);
-            const ActRows x{xq + m * a.row_bytes, a.row_bytes, a.qs_bytes, a.seed_offset,
-                            a.n_blocks};
-            const uint8_t* g1 = g0 + l.group_bytes;
-            float* yt = y + m * ldy + n;
-            TileQ2N<kMR2, Q4>(h, x, g0, g1, l, yt, ldy);
+            TileQ2N<kMR2, Q4>(h, rows_at(m), g0, g1, l, y + m * ldy + n, ldy);
             m += h;
         }
     }
@@ -372,16 +372,10 @@ void MatmulPackedT(const uint8_t* xq, int64_t m_rows, const WeightView& w, float
         const int nr = static_cast<int>(std::min<int64_t>(quant::kPackRows, n1 - n));
         const uint8_t* group = w.packed + (n / quant::kPackRows) * l.group_bytes;
         int64_t m = 0;
-        for (; m + kMR <= m_rows; m += kMR) {
-            const ActRows x{xq + m * a.row_bytes, a.row_bytes, a.qs_bytes, a.seed_offset,
-                            a.n_blocks};
-            TileQ<kMR, Q4>(x, group, l, y + m * ldy + n, ldy, nr);
-        }
-        for (; m < m_rows; ++m) {
-            const ActRows x{xq + m * a.row_bytes, a.row_bytes, a.qs_bytes, a.seed_offset,
-                            a.n_blocks};
-            TileQ<1, Q4>(x, group, l, y + m * ldy + n, ldy, nr);
-        }
+        for (; m + kMR <= m_rows; m += kMR)
+            TileQ<kMR, Q4>(rows_at(m), group, l, y + m * ldy + n, ldy, nr);
+        for (; m < m_rows; ++m)
+            TileQ<1, Q4>(rows_at(m), group, l, y + m * ldy + n, ldy, nr);
     }
 }
 
