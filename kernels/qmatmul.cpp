@@ -37,7 +37,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 // Activations -> int8 with one fp16-rounded scale per 32 values, round half to even (as
 // llama.cpp's SIMD quantiser), plus each block's seeds (-8 and -128 times its sum), into
-// quant::ActLayout rows.
+// quant::ActLayout records.
 void QuantizeActs(const float* x, uint8_t* out, int64_t k, int64_t r0, int64_t r1) {
     const quant::ActLayout a = quant::act_layout(k);
     const hn::ScalableTag<float> df;
@@ -47,47 +47,51 @@ void QuantizeActs(const float* x, uint8_t* out, int64_t k, int64_t r0, int64_t r
     for (int64_t r = r0; r < r1; ++r) {
         const float* xr = x + r * k;
         uint8_t* row = out + r * a.row_bytes;
-        auto* qs = reinterpret_cast<int8_t*>(row);
-        auto* d = reinterpret_cast<float*>(row + a.qs_bytes);
-        auto* seeds = reinterpret_cast<int32_t*>(row + a.seed_offset);
         for (int64_t b = 0; b < a.n_blocks; ++b) {
             const float* xb = xr + b * quant::kQK;
+            uint8_t* rec = row + b * quant::kActRecordBytes;
             auto vmax = hn::Zero(df);
             for (int64_t j = 0; j < quant::kQK; j += N) {
                 vmax = hn::Max(vmax, hn::Abs(hn::LoadU(df, xb + j)));
             }
             const float amax = hn::GetLane(hn::MaxOfLanes(df, vmax));
             const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-            d[b] = quant::fp16_to_fp32(quant::fp32_to_fp16(amax / 127.0f));
+            const float d = quant::fp16_to_fp32(quant::fp32_to_fp16(amax / 127.0f));
             for (int64_t j = 0; j < quant::kQK; j += N) {
                 hn::Store(hn::NearestInt(hn::Mul(hn::LoadU(df, xb + j), hn::Set(df, id))), di,
                           q + j);
             }
             int32_t sum = 0;
             for (int j = 0; j < quant::kQK; ++j) {
-                qs[b * quant::kQK + j] = static_cast<int8_t>(q[j]);
+                rec[j] = static_cast<uint8_t>(static_cast<int8_t>(q[j]));
                 sum += q[j];
             }
-            seeds[b] = -8 * sum;
-            seeds[a.n_blocks + b] = -128 * sum;
+            const int32_t seeds[3] = {-8 * sum, -128 * sum, 0};
+            std::memcpy(rec + quant::kActScaleAt, &d, sizeof d);
+            std::memcpy(rec + quant::kActSeedQ4At, seeds, sizeof seeds);
         }
     }
 }
 
-// Rows of the activations a tile covers.
+// Rows of the activations a tile covers: row m's block b is one quant::ActLayout record.
 struct ActRows {
     const uint8_t* base;
-    size_t row_bytes, qs_bytes, seed_offset;
-    int64_t n_blocks;
-    const int8_t* qs(int m) const { return reinterpret_cast<const int8_t*>(base + m * row_bytes); }
+    size_t row_bytes;
+    const uint8_t* rec(int m, int64_t b) const {
+        return base + m * row_bytes + b * quant::kActRecordBytes;
+    }
+    const int8_t* qs(int m, int64_t b) const { return reinterpret_cast<const int8_t*>(rec(m, b)); }
     float d(int m, int64_t b) const {
-        return reinterpret_cast<const float*>(base + m * row_bytes + qs_bytes)[b];
+        float v;
+        std::memcpy(&v, rec(m, b) + quant::kActScaleAt, sizeof v);
+        return v;
     }
     // The value a block's int32 sums start from: -8 * sum(x) for Q4_0, -128 * sum(x) for Q8_0.
     template <bool Q4>
     int32_t seed(int m, int64_t b) const {
-        const auto* s = reinterpret_cast<const int32_t*>(base + m * row_bytes + seed_offset);
-        return Q4 ? s[b] : s[n_blocks + b];
+        int32_t v;
+        std::memcpy(&v, rec(m, b) + (Q4 ? quant::kActSeedQ4At : quant::kActSeedQ8At), sizeof v);
+        return v;
     }
 };
 
@@ -144,7 +148,7 @@ HWY_INLINE void TileQ(const ActRows& x, const uint8_t* HWY_RESTRICT group,
             }
         }
         for (int m = 0; m < MR; ++m) {
-            const int8_t* xb = x.qs(m) + b * quant::kQK;
+            const int8_t* xb = x.qs(m, b);
             __m512i isum = Q4 ? _mm512_set1_epi32(x.seed<true>(m, b)) : _mm512_setzero_si512();
             for (int s = 0; s < 8; ++s) {
                 // Q4 step s holds values 8(s/2) + 4(s%2) + i: those activations, broadcast.
@@ -204,7 +208,7 @@ HWY_INLINE void TileQ2(const ActRows& x, const uint8_t* HWY_RESTRICT g0,
                 const __m512i hi0 = _mm512_and_si512(_mm512_srli_epi16(r0, 4), low4);
                 const __m512i hi1 = _mm512_and_si512(_mm512_srli_epi16(r1, 4), low4);
                 for (int m = 0; m < MR; ++m) {
-                    const int8_t* xb = x.qs(m) + b * quant::kQK + 8 * j;
+                    const int8_t* xb = x.qs(m, b) + 8 * j;
                     const __m512i xa = _mm512_set1_epi32(Load4(xb));
                     const __m512i xc = _mm512_set1_epi32(Load4(xb + 4));
                     isum[m][0] = _mm512_dpbusd_epi32(isum[m][0], lo0, xa);
@@ -218,7 +222,7 @@ HWY_INLINE void TileQ2(const ActRows& x, const uint8_t* HWY_RESTRICT g0,
                 const __m512i w0 = _mm512_loadu_si512(q0 + 64 * st);
                 const __m512i w1 = _mm512_loadu_si512(q1 + 64 * st);
                 for (int m = 0; m < MR; ++m) {
-                    const __m512i xv = _mm512_set1_epi32(Load4(x.qs(m) + b * quant::kQK + 4 * st));
+                    const __m512i xv = _mm512_set1_epi32(Load4(x.qs(m, b) + 4 * st));
                     isum[m][0] = _mm512_dpbusd_epi32(isum[m][0], w0, xv);
                     isum[m][1] = _mm512_dpbusd_epi32(isum[m][1], w1, xv);
                 }
@@ -287,7 +291,7 @@ HWY_INLINE void TileQ(const ActRows& x, const uint8_t* HWY_RESTRICT group,
                 }
             }
             for (int m = 0; m < MR; ++m) {
-                const int8_t* xb = x.qs(m) + b * quant::kQK;
+                const int8_t* xb = x.qs(m, b);
                 __m256i isum = Q4 ? _mm256_set1_epi32(x.seed<true>(m, b)) : _mm256_setzero_si256();
                 for (int s = 0; s < 8; ++s) {
                     const int xoff = Q4 ? 8 * (s / 2) + 4 * (s % 2) : 4 * s;
@@ -329,7 +333,7 @@ HWY_INLINE void TileQ(const ActRows& x, const uint8_t* HWY_RESTRICT group,
             const float dw = quant::fp16_to_fp32(
                 reinterpret_cast<const uint16_t*>(group + b * l.block_bytes)[n]);
             for (int m = 0; m < MR; ++m) {
-                const int8_t* xb = x.qs(m) + b * quant::kQK;
+                const int8_t* xb = x.qs(m, b);
                 int32_t isum = 0;
                 for (int i = 0; i < quant::kQK; ++i)
                     isum += wv[i] * xb[i];
@@ -348,9 +352,7 @@ void MatmulPackedT(const uint8_t* xq, int64_t m_rows, const WeightView& w, float
                    int64_t n0, int64_t n1) {
     const quant::PackedLayout l = quant::packed_layout(w.type, w.n_rows, w.n_cols);
     const quant::ActLayout a = quant::act_layout(w.n_cols);
-    const auto rows_at = [&](int64_t m) {
-        return ActRows{xq + m * a.row_bytes, a.row_bytes, a.qs_bytes, a.seed_offset, a.n_blocks};
-    };
+    const auto rows_at = [&](int64_t m) { return ActRows{xq + m * a.row_bytes, a.row_bytes}; };
     int64_t n = n0;
 #if defined(LLADA_HAVE_TILE_Q2)
     for (; n + 2 * quant::kPackRows <= n1; n += 2 * quant::kPackRows) {

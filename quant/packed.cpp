@@ -114,9 +114,7 @@ ActLayout act_layout(int64_t n_cols) {
     ActLayout a;
     a.n_cols = n_cols;
     a.n_blocks = (n_cols + kQK - 1) / kQK;
-    a.qs_bytes = static_cast<size_t>(a.n_blocks) * kQK;
-    a.seed_offset = a.qs_bytes + static_cast<size_t>(a.n_blocks) * sizeof(float);
-    a.row_bytes = a.seed_offset + 2 * static_cast<size_t>(a.n_blocks) * sizeof(int32_t);
+    a.row_bytes = static_cast<size_t>(a.n_blocks) * kActRecordBytes;
     a.row_bytes = (a.row_bytes + 63) / 64 * 64;
     return a;
 }

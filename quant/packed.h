@@ -49,15 +49,16 @@ void pack_groups(const PackedLayout& l, const uint8_t* src, size_t src_row_bytes
 // Row n's 32 values of block b of a packed group, as integers (Q4_0: q - 8, in [-8, 7]).
 void unpack_block(const PackedLayout& l, const uint8_t* group, int64_t b, int n, int8_t* out);
 
-// Quantised activations for the packed kernels: per row, n_blocks * 32 int8 values, then one
-// float scale per block (the fp16-rounded amax/127, as llama.cpp stores it), then per block the
-// int32 -8 * sum of its int8 values (Q4_0's offset of 8 is removed with it), then per block
-// -128 * that sum (Q8_0's stored offset, on VNNI); rows are 64-byte aligned. The products are
-// stored so that a kernel seeds its integer sums with one broadcast load.
+// Quantised activations for the packed kernels: per row, one 48-byte record per 32-value block
+// (64-byte aligned rows): the block's 32 int8 values, its float scale (the fp16-rounded
+// amax/127, as llama.cpp stores it), the int32 -8 * sum of its values (Q4_0's offset of 8 is
+// removed with it), -128 * that sum (Q8_0's stored offset, on VNNI) and 4 zero bytes. A kernel
+// finds everything a block needs at constant offsets from one pointer per row, and seeds its
+// integer sums with one broadcast load.
+constexpr size_t kActRecordBytes = 48;
+constexpr size_t kActScaleAt = 32, kActSeedQ4At = 36, kActSeedQ8At = 40;
 struct ActLayout {
     int64_t n_cols = 0, n_blocks = 0;
-    size_t qs_bytes = 0;     // offset of the scales
-    size_t seed_offset = 0;  // offset of the Q4_0 seeds (-8 * sum); the Q8_0 seeds follow
     size_t row_bytes = 0;
 };
 ActLayout act_layout(int64_t n_cols);

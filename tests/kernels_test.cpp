@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cfloat>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -104,17 +105,23 @@ TEST(Kernels, ActivationPreparationMatchesScalarExactly) {
         std::vector<uint8_t> packed(al.row_bytes * rows);
         quantize_acts(x.data(), packed.data(), k, 0, rows);
         for (int64_t r = 0; r < rows; ++r) {
-            const auto* qs = reinterpret_cast<const int8_t*>(packed.data() + r * al.row_bytes);
-            const auto* d =
-                reinterpret_cast<const float*>(packed.data() + r * al.row_bytes + al.qs_bytes);
             for (int64_t b = 0; b < k / 32; ++b) {
+                const uint8_t* rec = packed.data() + r * al.row_bytes + b * quant::kActRecordBytes;
                 const auto& want = qb[r * (k / 32) + b];
-                ASSERT_EQ(d[b], quant::fp16_to_fp32(want.d)) << r << "," << b;
-                for (int j = 0; j < 32; ++j)
-                    ASSERT_EQ(qs[b * 32 + j], want.qs[j]);
+                float d;
+                int32_t seeds[3];
+                std::memcpy(&d, rec + quant::kActScaleAt, sizeof d);
+                std::memcpy(seeds, rec + quant::kActSeedQ4At, sizeof seeds);
+                ASSERT_EQ(d, quant::fp16_to_fp32(want.d)) << r << "," << b;
+                int32_t sum = 0;
+                for (int j = 0; j < 32; ++j) {
+                    ASSERT_EQ(static_cast<int8_t>(rec[j]), want.qs[j]);
+                    sum += want.qs[j];
+                }
+                ASSERT_EQ(seeds[0], -8 * sum);
+                ASSERT_EQ(seeds[1], -128 * sum);
+                ASSERT_EQ(seeds[2], 0);
             }
-            for (int64_t i = k; i < static_cast<int64_t>(al.qs_bytes); ++i)
-                ASSERT_EQ(qs[i], 0);
         }
     });
 }
