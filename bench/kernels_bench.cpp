@@ -48,6 +48,30 @@ void BM_Attention(benchmark::State& state, bool lut_exp) {
 BENCHMARK_CAPTURE(BM_Attention, exact_exp, false)->Arg(160)->Arg(1024);
 BENCHMARK_CAPTURE(BM_Attention, lut_exp, true)->Arg(160)->Arg(1024);
 
+// One head (head_dim 128) of a 32-row window against n_kv keys (the window + a cached prefix):
+// the one-row kernel per row vs the multi-row kernel. Items are (row, key) pairs.
+void BM_AttentionWindow(benchmark::State& state, bool multi_row) {
+    const int64_t hd = 128, rows = 32, n_kv = state.range(0);
+    auto q = random_vec(rows * hd, 1), k = random_vec(n_kv * hd, 2), v = random_vec(n_kv * hd, 3);
+    std::vector<float> out(rows * hd);
+    const std::vector<int64_t> kv(rows, n_kv);
+    for (auto _ : state) {
+        if (multi_row) {
+            kernels::attention_rows(q.data(), hd, rows, kv.data(), k.data(), v.data(), hd, hd,
+                                    0.088f, out.data(), hd);
+        } else {
+            for (int64_t r = 0; r < rows; ++r) {
+                kernels::attention_head(q.data() + r * hd, k.data(), v.data(), hd, n_kv, hd, 0.088f,
+                                        out.data() + r * hd);
+            }
+        }
+        benchmark::DoNotOptimize(out.data());
+    }
+    state.SetItemsProcessed(state.iterations() * rows * n_kv);
+}
+BENCHMARK_CAPTURE(BM_AttentionWindow, one_row, false)->Arg(32)->Arg(544);
+BENCHMARK_CAPTURE(BM_AttentionWindow, multi_row, true)->Arg(32)->Arg(544);
+
 // Q4_0 weights (2048 x 2048) times `rows` activation rows, three ways: dequantised through the
 // 16-entry table, dequantised arithmetically, and the int8 path (activations quantised to Q8).
 enum class Q4Path { Lut, Arith, Int8 };

@@ -1,6 +1,7 @@
 // The CPU's execution of single plan ops (SIMD kernels over the thread pool).
 #include "runtime/cpu_ops.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 #include <cstring>
@@ -148,25 +149,48 @@ void CpuOps::run(const ArenaView& a, LmHeadScratch& s, const Op& op, const Batch
             const float scale = 1.0f / std::sqrt(static_cast<float>(op.head_dim));
             const float* q = a.f32(op.in0);
             float* out = a.f32(op.out);
-            // Cost of one (row, head): a dot and an axpy per key, keys ~ the window + cache.
             const int64_t keys = op.causal ? b.n_rows : b.kv_len[0];
+            if (op.lut) {
+                // The LUT-exp softmax is an alternative of the one-row kernel: one (row, head)
+                // per task, a dot and an axpy per key.
+                parallel_ranges(
+                    b.n_rows * op.n_head, 2 * keys * op.head_dim, [&](int64_t lo, int64_t hi) {
+                        for (int64_t t = lo; t < hi; ++t) {
+                            const int64_t r = t / op.n_head, h = t % op.n_head;
+                            const int s = b.seq[r];
+                            const int64_t n_kv = op.causal ? b.pos[r] + 1 : b.kv_len[s];
+                            const int64_t kvh = h / group;
+                            kernels::attention_head_lut(q + r * cols + h * op.head_dim,
+                                                        kv.k(op.layer, s, 0) + kvh * op.head_dim,
+                                                        kv.v(op.layer, s, 0) + kvh * op.head_dim,
+                                                        kv.kv_dim(), n_kv, op.head_dim, scale,
+                                                        out + r * cols + h * op.head_dim, exp_lut_);
+                        }
+                    });
+                return;
+            }
+            // One task = one head of up to kRows consecutive rows, split further where the
+            // sequence changes; the multi-row kernel shares each key and value load among them.
+            constexpr int64_t kRows = 32;
+            const int64_t n_blocks = (b.n_rows + kRows - 1) / kRows;
             parallel_ranges(
-                b.n_rows * op.n_head, 2 * keys * op.head_dim, [&](int64_t lo, int64_t hi) {
+                n_blocks * op.n_head, 2 * kRows * keys * op.head_dim, [&](int64_t lo, int64_t hi) {
+                    int64_t n_kv[kRows];
                     for (int64_t t = lo; t < hi; ++t) {
-                        const int64_t r = t / op.n_head, h = t % op.n_head;
-                        const int s = b.seq[r];
-                        const int64_t n_kv = op.causal ? b.pos[r] + 1 : b.kv_len[s];
+                        const int64_t r0 = (t / op.n_head) * kRows, h = t % op.n_head;
+                        const int64_t r1 = std::min(b.n_rows, r0 + kRows);
                         const int64_t kvh = h / group;
-                        const float* qh = q + r * cols + h * op.head_dim;
-                        const float* kh = kv.k(op.layer, s, 0) + kvh * op.head_dim;
-                        const float* vh = kv.v(op.layer, s, 0) + kvh * op.head_dim;
-                        float* oh = out + r * cols + h * op.head_dim;
-                        if (op.lut) {
-                            kernels::attention_head_lut(qh, kh, vh, kv.kv_dim(), n_kv, op.head_dim,
-                                                        scale, oh, exp_lut_);
-                        } else {
-                            kernels::attention_head(qh, kh, vh, kv.kv_dim(), n_kv, op.head_dim,
-                                                    scale, oh);
+                        for (int64_t r = r0; r < r1;) {
+                            const int s = b.seq[r];
+                            int64_t e = r;
+                            for (; e < r1 && b.seq[e] == s; ++e)
+                                n_kv[e - r] = op.causal ? b.pos[e] + 1 : b.kv_len[s];
+                            kernels::attention_rows(q + r * cols + h * op.head_dim, cols, e - r,
+                                                    n_kv, kv.k(op.layer, s, 0) + kvh * op.head_dim,
+                                                    kv.v(op.layer, s, 0) + kvh * op.head_dim,
+                                                    kv.kv_dim(), op.head_dim, scale,
+                                                    out + r * cols + h * op.head_dim, cols);
+                            r = e;
                         }
                     }
                 });

@@ -333,6 +333,45 @@ TEST(Kernels, StreamingAttentionMatchesTwoPassSoftmax) {
     }
 }
 
+// The multi-row kernel against the same two-pass double-precision twin, row by row: head sizes
+// with and without a vector tail, tiles of 1-4 rows (n_q not a multiple of 4), all rows on the
+// same keys (a dLLM window) or each on its own prefix (causal, n_kv[r] = first + r), key counts
+// across the 64-key chunk boundary. Tolerance: float32 rounding relative to the output's size;
+// the one-row kernel is off by up to 3.1e-6 x (1 + |want|) on these same cases.
+TEST(Kernels, MultiRowAttentionMatchesTwoPassSoftmax) {
+    for (int64_t hd : {32, 40, 128}) {
+        const int64_t stride = 2 * hd + 16, q_stride = hd + 8, o_stride = hd + 4;
+        for (int64_t n_q : {1, 3, 4, 9}) {
+            for (int64_t first : {1, 5, 64, 65, 300}) {
+                for (bool causal : {false, true}) {
+                    const int64_t max_kv = first + (causal ? n_q - 1 : 0);
+                    auto q = random_vec(static_cast<size_t>(n_q * q_stride), 51, 2.0f);
+                    auto k = random_vec(static_cast<size_t>(max_kv * stride), 52);
+                    auto v = random_vec(static_cast<size_t>(max_kv * stride), 53);
+                    std::vector<int64_t> n_kv(n_q);
+                    for (int64_t r = 0; r < n_q; ++r)
+                        n_kv[r] = causal ? first + r : first;
+                    std::vector<float> want(n_q * o_stride, 0.0f);
+                    for (int64_t r = 0; r < n_q; ++r) {
+                        ref::attention_head(q.data() + r * q_stride, k.data() + hd, v.data() + hd,
+                                            stride, n_kv[r], hd, 0.3f, want.data() + r * o_stride);
+                    }
+                    for_each_target([&] {
+                        std::vector<float> got(n_q * o_stride, 0.0f);
+                        attention_rows(q.data(), q_stride, n_q, n_kv.data(), k.data() + hd,
+                                       v.data() + hd, stride, hd, 0.3f, got.data(), o_stride);
+                        for (size_t i = 0; i < got.size(); ++i) {
+                            ASSERT_NEAR(got[i], want[i], 5e-6f * (1.0f + std::fabs(want[i])))
+                                << "hd=" << hd << " n_q=" << n_q << " first=" << first
+                                << " causal=" << causal << " i=" << i;
+                        }
+                    });
+                }
+            }
+        }
+    }
+}
+
 // Fused sampling reductions, chunk by chunk and merged, against the whole-row reference in
 // double. Argmax and runner-up must be identical (ties to the lowest index); the normaliser and
 // the entropy agree to float32 accumulation error over the chunks (1e-5 relative here).

@@ -1,0 +1,281 @@
+// Attention of a window of query rows against a KV cache, several rows at a time (Highway).
+//
+// attention_head handles one query row: each score is a dot product reduced across the lanes
+// on its own, and the output row is read and written once per key. Here 4 query rows share
+// every key and value load: scores come from 4 x 4 register tiles of dot products whose 16
+// lane-sums are reduced together by interleaving, and the outputs of the 4 rows stay in
+// registers across a chunk of keys. The softmax is the same streaming (flash-style) one: a
+// running maximum and sum per row, rescaled chunk by chunk, no score matrix beyond a chunk.
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/attention.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+// Must come after foreach_target.h.
+#include "hwy/contrib/math/math-inl.h"
+#include "hwy/highway.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "kernels/kernels.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace llada::kernels {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+constexpr int kTileRows = 4;     // query rows sharing each key and value load
+constexpr int64_t kChunk = 64;   // keys per softmax rescale
+constexpr int64_t kOutVecs = 4;  // output vectors per row held in registers in the PV loop
+
+using DF = hn::ScalableTag<float>;
+using VF = hn::Vec<DF>;
+
+#if HWY_TARGET != HWY_SCALAR
+// Stores the sum of v's 128-bit blocks (4 floats): the upper half added onto the lower until
+// one block is left.
+template <class D>
+HWY_INLINE void StoreBlockSum(D d, hn::Vec<D> v, float* HWY_RESTRICT out) {
+    if constexpr (hn::MaxLanes(D()) * sizeof(float) > 16) {
+        const hn::Half<D> dh;
+        StoreBlockSum(dh, hn::Add(hn::LowerHalf(dh, v), hn::UpperHalf(dh, v)), out);
+    } else {
+        hn::StoreU(v, d, out);
+    }
+}
+#endif
+
+// out[c] = the sum of the lanes of a_c, c = 0..3.
+HWY_INLINE void Sum4(DF df, VF a0, VF a1, VF a2, VF a3, float* HWY_RESTRICT out) {
+#if HWY_TARGET == HWY_SCALAR
+    out[0] = hn::GetLane(a0);
+    out[1] = hn::GetLane(a1);
+    out[2] = hn::GetLane(a2);
+    out[3] = hn::GetLane(a3);
+#else
+    // Within each 128-bit block: x01 = (a0, a1, a0, a1) partial sums, then 64-bit interleaving
+    // gives (a0, a1, a2, a3); the blocks are added last.
+    const hn::Repartition<uint64_t, DF> du;
+    const VF x01 = hn::Add(hn::InterleaveLower(df, a0, a1), hn::InterleaveUpper(df, a0, a1));
+    const VF x23 = hn::Add(hn::InterleaveLower(df, a2, a3), hn::InterleaveUpper(df, a2, a3));
+    const auto u01 = hn::BitCast(du, x01), u23 = hn::BitCast(du, x23);
+    const VF y = hn::Add(hn::BitCast(df, hn::InterleaveLower(du, u01, u23)),
+                         hn::BitCast(df, hn::InterleaveUpper(du, u01, u23)));
+    StoreBlockSum(df, y, out);
+#endif
+}
+
+// s[r][c] = q_r . k_c for 4 rows and 4 keys over head_dim values.
+HWY_INLINE void Scores4x4(const float* const* q, const float* const* k, int64_t head_dim,
+                          float (*s)[4]) {
+    const DF df;
+    const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+    VF acc[4][4];
+    for (int r = 0; r < 4; ++r) {
+        for (int c = 0; c < 4; ++c)
+            acc[r][c] = hn::Zero(df);
+    }
+    int64_t i = 0;
+    for (; i + N <= head_dim; i += N) {
+        VF kv[4];
+        for (int c = 0; c < 4; ++c)
+            kv[c] = hn::LoadU(df, k[c] + i);
+        for (int r = 0; r < 4; ++r) {
+            const VF qv = hn::LoadU(df, q[r] + i);
+            for (int c = 0; c < 4; ++c)
+                acc[r][c] = hn::MulAdd(qv, kv[c], acc[r][c]);
+        }
+    }
+    // Written out: with a loop over r here GCC 12 keeps acc in memory, storing all 16
+    // accumulators on every step of the loop above.
+    Sum4(df, acc[0][0], acc[0][1], acc[0][2], acc[0][3], s[0]);
+    Sum4(df, acc[1][0], acc[1][1], acc[1][2], acc[1][3], s[1]);
+    Sum4(df, acc[2][0], acc[2][1], acc[2][2], acc[2][3], s[2]);
+    Sum4(df, acc[3][0], acc[3][1], acc[3][2], acc[3][3], s[3]);
+    for (int r = 0; r < 4; ++r) {
+        for (int64_t t = i; t < head_dim; ++t) {
+            for (int c = 0; c < 4; ++c)
+                s[r][c] += q[r][t] * k[c][t];
+        }
+    }
+}
+
+// o_r[d0, d0 + nv * N) += sum_j p_r[j] v_j for R rows (1-4), the outputs in registers.
+template <int R>
+HWY_INLINE void AccumulateValues(const float* const* p, const float* v, int64_t kv_stride,
+                                 int64_t nj, int64_t d0, int64_t nv, float* const* o) {
+    const DF df;
+    const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+    VF acc[R][kOutVecs];
+    for (int r = 0; r < R; ++r) {
+        for (int64_t u = 0; u < nv; ++u)
+            acc[r][u] = hn::LoadU(df, o[r] + d0 + u * N);
+    }
+    for (int64_t j = 0; j < nj; ++j) {
+        const float* vj = v + j * kv_stride + d0;
+        VF pv[R];
+        for (int r = 0; r < R; ++r)
+            pv[r] = hn::Set(df, p[r][j]);
+        for (int64_t u = 0; u < nv; ++u) {
+            const VF x = hn::LoadU(df, vj + u * N);
+            for (int r = 0; r < R; ++r)
+                acc[r][u] = hn::MulAdd(pv[r], x, acc[r][u]);
+        }
+    }
+    for (int r = 0; r < R; ++r) {
+        for (int64_t u = 0; u < nv; ++u)
+            hn::StoreU(acc[r][u], df, o[r] + d0 + u * N);
+    }
+}
+
+template <int R>
+HWY_INLINE void AccumulateRows(const float* const* p, const float* v, int64_t kv_stride, int64_t nj,
+                               int64_t head_dim, float* const* o) {
+    const int64_t N = static_cast<int64_t>(hn::Lanes(DF()));
+    int64_t d = 0;
+    for (; d + kOutVecs * N <= head_dim; d += kOutVecs * N)
+        AccumulateValues<R>(p, v, kv_stride, nj, d, kOutVecs, o);
+    if (d + N <= head_dim) {
+        const int64_t nv = (head_dim - d) / N;
+        AccumulateValues<R>(p, v, kv_stride, nj, d, nv, o);
+        d += nv * N;
+    }
+    for (; d < head_dim; ++d) {
+        for (int r = 0; r < R; ++r) {
+            float s = o[r][d];
+            for (int64_t j = 0; j < nj; ++j)
+                s += p[r][j] * v[j * kv_stride + d];
+            o[r][d] = s;
+        }
+    }
+}
+
+// Rows [0, rows) (rows <= 4) of one tile; a short tile computes the scores of its last row in
+// the empty slots and ignores them.
+void AttentionTile(const float* q, int64_t q_stride, int rows, const int64_t* n_kv, const float* k,
+                   const float* v, int64_t kv_stride, int64_t head_dim, float scale, float* out,
+                   int64_t out_stride) {
+    const DF df;
+    const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+    const float kNegInf = -std::numeric_limits<float>::infinity();
+    const float* qr[kTileRows];
+    float* orow[kTileRows];
+    int64_t nk[kTileRows];
+    int64_t max_kv = 0;
+    for (int r = 0; r < kTileRows; ++r) {
+        const int src = std::min(r, rows - 1);
+        qr[r] = q + src * q_stride;
+        nk[r] = n_kv[src];
+        max_kv = std::max(max_kv, nk[r]);
+        orow[r] = out + src * out_stride;
+    }
+    for (int r = 0; r < rows; ++r)
+        std::fill(orow[r], orow[r] + head_dim, 0.0f);
+
+    HWY_ALIGN float s[kTileRows][kChunk];
+    float m[kTileRows], l[kTileRows];
+    for (int r = 0; r < kTileRows; ++r) {
+        m[r] = kNegInf;
+        l[r] = 0.0f;
+    }
+    for (int64_t j0 = 0; j0 < max_kv; j0 += kChunk) {
+        const int64_t nj = std::min(kChunk, max_kv - j0);
+        for (int64_t jj = 0; jj < nj; jj += 4) {
+            const float* kc[4];
+            for (int c = 0; c < 4; ++c)
+                kc[c] = k + (j0 + std::min(jj + c, nj - 1)) * kv_stride;
+            float t[4][4];
+            Scores4x4(qr, kc, head_dim, t);
+            for (int r = 0; r < kTileRows; ++r) {
+                for (int c = 0; c < 4 && jj + c < nj; ++c)
+                    s[r][jj + c] = j0 + jj + c < nk[r] ? t[r][c] * scale : kNegInf;
+            }
+        }
+        // Streaming softmax: rescale what the row has so far, exponentiate this chunk.
+        for (int r = 0; r < rows; ++r) {
+            float cmax = kNegInf;
+            int64_t j = 0;
+            if (nj >= N) {
+                auto vmax = hn::Set(df, kNegInf);
+                for (; j + N <= nj; j += N)
+                    vmax = hn::Max(vmax, hn::Load(df, s[r] + j));
+                cmax = hn::GetLane(hn::MaxOfLanes(df, vmax));
+            }
+            for (; j < nj; ++j)
+                cmax = std::max(cmax, s[r][j]);
+            const float m_new = std::max(m[r], cmax);
+            if (m_new == kNegInf) {  // no key of this row yet: nothing to add
+                std::fill(s[r], s[r] + nj, 0.0f);
+                continue;
+            }
+            const float correction = std::exp(m[r] - m_new);  // 0 while m = -inf
+            if (correction != 1.0f) {
+                for (int64_t d = 0; d < head_dim; ++d)
+                    orow[r][d] *= correction;
+            }
+            const auto vm = hn::Set(df, m_new);
+            auto vsum = hn::Zero(df);
+            for (j = 0; j + N <= nj; j += N) {
+                const auto e = hn::CallExp(df, hn::Sub(hn::Load(df, s[r] + j), vm));
+                hn::Store(e, df, s[r] + j);
+                vsum = hn::Add(vsum, e);
+            }
+            float sum = hn::GetLane(hn::SumOfLanes(df, vsum));
+            for (; j < nj; ++j)
+                sum += (s[r][j] = std::exp(s[r][j] - m_new));
+            l[r] = l[r] * correction + sum;
+            m[r] = m_new;
+        }
+        const float* vc = v + j0 * kv_stride;
+        const float* p[kTileRows] = {s[0], s[1], s[2], s[3]};
+        switch (rows) {
+            case 4:
+                AccumulateRows<4>(p, vc, kv_stride, nj, head_dim, orow);
+                break;
+            case 3:
+                AccumulateRows<3>(p, vc, kv_stride, nj, head_dim, orow);
+                break;
+            case 2:
+                AccumulateRows<2>(p, vc, kv_stride, nj, head_dim, orow);
+                break;
+            default:
+                AccumulateRows<1>(p, vc, kv_stride, nj, head_dim, orow);
+                break;
+        }
+    }
+    for (int r = 0; r < rows; ++r) {
+        const float inv = 1.0f / l[r];
+        for (int64_t d = 0; d < head_dim; ++d)
+            orow[r][d] *= inv;
+    }
+}
+
+void AttentionRows(const float* q, int64_t q_stride, int64_t n_q, const int64_t* n_kv,
+                   const float* k, const float* v, int64_t kv_stride, int64_t head_dim, float scale,
+                   float* out, int64_t out_stride) {
+    for (int64_t r0 = 0; r0 < n_q; r0 += kTileRows) {
+        const int rows = static_cast<int>(std::min<int64_t>(kTileRows, n_q - r0));
+        AttentionTile(q + r0 * q_stride, q_stride, rows, n_kv + r0, k, v, kv_stride, head_dim,
+                      scale, out + r0 * out_stride, out_stride);
+    }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace llada::kernels
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace llada::kernels {
+
+HWY_EXPORT(AttentionRows);
+
+void attention_rows(const float* q, int64_t q_stride, int64_t n_q, const int64_t* n_kv,
+                    const float* k, const float* v, int64_t kv_stride, int64_t head_dim,
+                    float scale, float* out, int64_t out_stride) {
+    HWY_DYNAMIC_DISPATCH(AttentionRows)
+    (q, q_stride, n_q, n_kv, k, v, kv_stride, head_dim, scale, out, out_stride);
+}
+
+}  // namespace llada::kernels
+#endif  // HWY_ONCE
