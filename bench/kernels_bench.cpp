@@ -10,6 +10,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/lut.h"
+#include "kernels/peak.h"
 #include "quant/blocks.h"
 #include "quant/fp16.h"
 #include "quant/packed.h"
@@ -190,6 +191,20 @@ void BM_F16Matmul(benchmark::State& state) {
 BENCHMARK(BM_F16Matmul)->ArgsProduct({{32, 64, 160}, {2048, 5632}, {0, 1}});
 
 }  // namespace
+
+// One thread's raw int8 dot-product rate beside the same dot products inside a block-format
+// kernel's instruction mix (kernels/peak.h): their ratio is the share of the raw rate a kernel
+// for Q8_0 / Q4_0 can reach, the ceiling to read QuantMatmul's GOP/s against.
+void BM_Int8Rate(benchmark::State& state, bool block_mix) {
+    float sink = 0.0f;
+    double ops = 0.0;
+    for (auto _ : state)
+        ops += block_mix ? kernels::int8_block_ops(20000, &sink) : kernels::int8_ops(20000, &sink);
+    benchmark::DoNotOptimize(sink);
+    state.counters["GOP/s"] = benchmark::Counter(ops / 1e9, benchmark::Counter::kIsRate);
+}
+BENCHMARK_CAPTURE(BM_Int8Rate, raw, false);
+BENCHMARK_CAPTURE(BM_Int8Rate, block_format_mix, true);
 
 // LLADA_BENCH_TARGET=AVX2 (or any Highway target name this build has and the CPU supports)
 // runs every kernel on that target instead of the best one, so a narrower machine's kernels

@@ -8,6 +8,7 @@
 #include "hwy/highway.h"
 
 #include <chrono>
+#include <cstring>
 
 #include "kernels/peak.h"
 
@@ -106,6 +107,81 @@ double Int8Loop(int64_t iters, float* sink) {
     return static_cast<double>(iters) * 16 * 2;
 #endif
 }
+
+// The int8 rate of llama.cpp's block formats, where every 32 values carry a float scale: the
+// instruction mix of the six-row VNNI tile (kernels/qmatmul.cpp) on data that stays in L1. Per
+// block: 16 weight loads, 48 activation and 6 seed broadcasts, 96 vpdpbusd into 12 int32
+// chains, then per chain one int-to-float, one scale multiply and one FMA, plus the two groups'
+// fp16 scales widened. Counts the int8 operations of the vpdpbusd only, so its ratio to
+// int8_ops is the share of the raw rate such a kernel can reach. Other targets: the raw loop.
+double Int8BlockLoop(int64_t iters, float* sink) {
+#if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX3_DL
+    constexpr int kBlocks = 8, kRows = 6;
+    constexpr size_t kBlockBytes = 32 + 8 * 64;  // 16 fp16 scales, then 8 steps of 64 bytes
+    HWY_ALIGN uint8_t w[2][kBlocks][kBlockBytes];
+    HWY_ALIGN int8_t x[kBlocks][kRows][32];
+    float dx[kBlocks][kRows];
+    int32_t seed[kBlocks][kRows];
+    for (int g = 0; g < 2; ++g) {
+        for (int b = 0; b < kBlocks; ++b) {
+            for (size_t i = 0; i < kBlockBytes; ++i)
+                w[g][b][i] = static_cast<uint8_t>(i * 7 + b);
+            for (int i = 0; i < 16; ++i) {
+                const uint16_t one = 0x3c00;  // fp16 1.0
+                std::memcpy(&w[g][b][2 * i], &one, 2);
+            }
+        }
+    }
+    for (int b = 0; b < kBlocks; ++b) {
+        for (int m = 0; m < kRows; ++m) {
+            for (int i = 0; i < 32; ++i)
+                x[b][m][i] = static_cast<int8_t>(i * 3 - m);
+            dx[b][m] = 0.01f * static_cast<float>(m + 1);
+            seed[b][m] = -128 * m;
+        }
+    }
+    __m512 acc[kRows][2];
+    for (int m = 0; m < kRows; ++m)
+        acc[m][0] = acc[m][1] = _mm512_setzero_ps();
+    for (int64_t it = 0; it < iters; ++it) {
+        const int b = static_cast<int>(it % kBlocks);
+        const uint8_t* s0 = w[0][b];
+        const uint8_t* s1 = w[1][b];
+        const __m512 sw0 =
+            _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s0)));
+        const __m512 sw1 =
+            _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s1)));
+        __m512i is[kRows][2];
+        for (int m = 0; m < kRows; ++m)
+            is[m][0] = is[m][1] = _mm512_set1_epi32(seed[b][m]);
+        for (int st = 0; st < 8; ++st) {
+            const __m512i w0 = _mm512_loadu_si512(s0 + 32 + 64 * st);
+            const __m512i w1 = _mm512_loadu_si512(s1 + 32 + 64 * st);
+            for (int m = 0; m < kRows; ++m) {
+                int32_t v;
+                std::memcpy(&v, &x[b][m][4 * st], 4);
+                const __m512i xv = _mm512_set1_epi32(v);
+                is[m][0] = _mm512_dpbusd_epi32(is[m][0], w0, xv);
+                is[m][1] = _mm512_dpbusd_epi32(is[m][1], w1, xv);
+            }
+        }
+        for (int m = 0; m < kRows; ++m) {
+            const __m512 d = _mm512_set1_ps(dx[b][m]);
+            acc[m][0] =
+                _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[m][0]), _mm512_mul_ps(sw0, d), acc[m][0]);
+            acc[m][1] =
+                _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[m][1]), _mm512_mul_ps(sw1, d), acc[m][1]);
+        }
+    }
+    __m512 t = acc[0][0];
+    for (int m = 0; m < kRows; ++m)
+        t = _mm512_add_ps(t, _mm512_add_ps(acc[m][0], acc[m][1]));
+    *sink = _mm512_reduce_add_ps(t);
+    return static_cast<double>(iters) * kRows * 2 * 8 * 64 * 2;
+#else
+    return Int8Loop(iters, sink);
+#endif
+}
 #if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX3_DL
 #pragma GCC pop_options
 #endif
@@ -136,12 +212,16 @@ namespace llada::kernels {
 HWY_EXPORT(FmaLoop);
 HWY_EXPORT(ReadLoop);
 HWY_EXPORT(Int8Loop);
+HWY_EXPORT(Int8BlockLoop);
 
 double fma_flops(int64_t iters, float* sink) {
     return HWY_DYNAMIC_DISPATCH(FmaLoop)(iters, sink);
 }
 double int8_ops(int64_t iters, float* sink) {
     return HWY_DYNAMIC_DISPATCH(Int8Loop)(iters, sink);
+}
+double int8_block_ops(int64_t iters, float* sink) {
+    return HWY_DYNAMIC_DISPATCH(Int8BlockLoop)(iters, sink);
 }
 double read_bytes(const float* data, int64_t n, float* sink) {
     return HWY_DYNAMIC_DISPATCH(ReadLoop)(data, n, sink);
