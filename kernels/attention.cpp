@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "kernels/kernels.h"
@@ -25,9 +26,11 @@ namespace llada::kernels {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-constexpr int kTileRows = 4;     // query rows sharing each key and value load
-constexpr int64_t kChunk = 64;   // keys per softmax rescale
-constexpr int64_t kOutVecs = 4;  // output vectors per row held in registers in the PV loop
+constexpr int kTileRows = 4;          // query rows sharing each key and value load
+constexpr int64_t kChunk = 32;        // keys per softmax rescale (their K and V rows stay in L1)
+constexpr int64_t kGroupRows = 32;    // rows sharing each chunk of keys
+constexpr int64_t kMaxCopyDim = 256;  // largest head copied into contiguous chunk buffers
+constexpr int64_t kOutVecs = 4;       // output vectors per row held in registers in the PV loop
 
 using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
@@ -151,113 +154,137 @@ HWY_INLINE void AccumulateRows(const float* const* p, const float* v, int64_t kv
     }
 }
 
-// Rows [0, rows) (rows <= 4) of one tile; a short tile computes the scores of its last row in
-// the empty slots and ignores them.
-void AttentionTile(const float* q, int64_t q_stride, int rows, const int64_t* n_kv, const float* k,
-                   const float* v, int64_t kv_stride, int64_t head_dim, float scale, float* out,
-                   int64_t out_stride) {
+// Keys [j0, j0 + nj) for one tile of rows (rows <= 4; a short tile computes its last row's
+// scores in the empty slots and ignores them): the scores, the streaming-softmax update of each
+// row's running maximum m and sum l (the output so far rescaled), and the values into the
+// outputs. k and v point at key j0's row.
+void TileChunk(const float* const* qr, float* const* orow, int rows, const int64_t* nk, float* m,
+               float* l, const float* k, const float* v, int64_t kv_stride, int64_t head_dim,
+               float scale, int64_t j0, int64_t nj) {
     const DF df;
     const int64_t N = static_cast<int64_t>(hn::Lanes(df));
     const float kNegInf = -std::numeric_limits<float>::infinity();
-    const float* qr[kTileRows];
-    float* orow[kTileRows];
-    int64_t nk[kTileRows];
-    int64_t max_kv = 0;
-    for (int r = 0; r < kTileRows; ++r) {
-        const int src = std::min(r, rows - 1);
-        qr[r] = q + src * q_stride;
-        nk[r] = n_kv[src];
-        max_kv = std::max(max_kv, nk[r]);
-        orow[r] = out + src * out_stride;
-    }
-    for (int r = 0; r < rows; ++r)
-        std::fill(orow[r], orow[r] + head_dim, 0.0f);
-
     HWY_ALIGN float s[kTileRows][kChunk];
-    float m[kTileRows], l[kTileRows];
-    for (int r = 0; r < kTileRows; ++r) {
-        m[r] = kNegInf;
-        l[r] = 0.0f;
-    }
-    for (int64_t j0 = 0; j0 < max_kv; j0 += kChunk) {
-        const int64_t nj = std::min(kChunk, max_kv - j0);
-        for (int64_t jj = 0; jj < nj; jj += 4) {
-            const float* kc[4];
-            for (int c = 0; c < 4; ++c)
-                kc[c] = k + (j0 + std::min(jj + c, nj - 1)) * kv_stride;
-            float t[4][4];
-            Scores4x4(qr, kc, head_dim, t);
-            for (int r = 0; r < kTileRows; ++r) {
-                for (int c = 0; c < 4 && jj + c < nj; ++c)
-                    s[r][jj + c] = j0 + jj + c < nk[r] ? t[r][c] * scale : kNegInf;
-            }
-        }
-        // Streaming softmax: rescale what the row has so far, exponentiate this chunk.
-        for (int r = 0; r < rows; ++r) {
-            float cmax = kNegInf;
-            int64_t j = 0;
-            if (nj >= N) {
-                auto vmax = hn::Set(df, kNegInf);
-                for (; j + N <= nj; j += N)
-                    vmax = hn::Max(vmax, hn::Load(df, s[r] + j));
-                cmax = hn::GetLane(hn::MaxOfLanes(df, vmax));
-            }
-            for (; j < nj; ++j)
-                cmax = std::max(cmax, s[r][j]);
-            const float m_new = std::max(m[r], cmax);
-            if (m_new == kNegInf) {  // no key of this row yet: nothing to add
-                std::fill(s[r], s[r] + nj, 0.0f);
-                continue;
-            }
-            const float correction = std::exp(m[r] - m_new);  // 0 while m = -inf
-            if (correction != 1.0f) {
-                for (int64_t d = 0; d < head_dim; ++d)
-                    orow[r][d] *= correction;
-            }
-            const auto vm = hn::Set(df, m_new);
-            auto vsum = hn::Zero(df);
-            for (j = 0; j + N <= nj; j += N) {
-                const auto e = hn::CallExp(df, hn::Sub(hn::Load(df, s[r] + j), vm));
-                hn::Store(e, df, s[r] + j);
-                vsum = hn::Add(vsum, e);
-            }
-            float sum = hn::GetLane(hn::SumOfLanes(df, vsum));
-            for (; j < nj; ++j)
-                sum += (s[r][j] = std::exp(s[r][j] - m_new));
-            l[r] = l[r] * correction + sum;
-            m[r] = m_new;
-        }
-        const float* vc = v + j0 * kv_stride;
-        const float* p[kTileRows] = {s[0], s[1], s[2], s[3]};
-        switch (rows) {
-            case 4:
-                AccumulateRows<4>(p, vc, kv_stride, nj, head_dim, orow);
-                break;
-            case 3:
-                AccumulateRows<3>(p, vc, kv_stride, nj, head_dim, orow);
-                break;
-            case 2:
-                AccumulateRows<2>(p, vc, kv_stride, nj, head_dim, orow);
-                break;
-            default:
-                AccumulateRows<1>(p, vc, kv_stride, nj, head_dim, orow);
-                break;
+    for (int64_t jj = 0; jj < nj; jj += 4) {
+        const float* kc[4];
+        for (int c = 0; c < 4; ++c)
+            kc[c] = k + std::min(jj + c, nj - 1) * kv_stride;
+        float t[4][4];
+        Scores4x4(qr, kc, head_dim, t);
+        for (int r = 0; r < kTileRows; ++r) {
+            for (int c = 0; c < 4 && jj + c < nj; ++c)
+                s[r][jj + c] = j0 + jj + c < nk[r] ? t[r][c] * scale : kNegInf;
         }
     }
     for (int r = 0; r < rows; ++r) {
-        const float inv = 1.0f / l[r];
-        for (int64_t d = 0; d < head_dim; ++d)
-            orow[r][d] *= inv;
+        float cmax = kNegInf;
+        int64_t j = 0;
+        if (nj >= N) {
+            auto vmax = hn::Set(df, kNegInf);
+            for (; j + N <= nj; j += N)
+                vmax = hn::Max(vmax, hn::Load(df, s[r] + j));
+            cmax = hn::GetLane(hn::MaxOfLanes(df, vmax));
+        }
+        for (; j < nj; ++j)
+            cmax = std::max(cmax, s[r][j]);
+        const float m_new = std::max(m[r], cmax);
+        if (m_new == kNegInf) {  // no key of this row yet: nothing to add
+            std::fill(s[r], s[r] + nj, 0.0f);
+            continue;
+        }
+        const float correction = std::exp(m[r] - m_new);  // 0 while m = -inf
+        if (correction != 1.0f) {
+            for (int64_t d = 0; d < head_dim; ++d)
+                orow[r][d] *= correction;
+        }
+        const auto vm = hn::Set(df, m_new);
+        auto vsum = hn::Zero(df);
+        for (j = 0; j + N <= nj; j += N) {
+            const auto e = hn::CallExp(df, hn::Sub(hn::Load(df, s[r] + j), vm));
+            hn::Store(e, df, s[r] + j);
+            vsum = hn::Add(vsum, e);
+        }
+        float sum = hn::GetLane(hn::SumOfLanes(df, vsum));
+        for (; j < nj; ++j)
+            sum += (s[r][j] = std::exp(s[r][j] - m_new));
+        l[r] = l[r] * correction + sum;
+        m[r] = m_new;
+    }
+    const float* vc = v;
+    const float* p[kTileRows] = {s[0], s[1], s[2], s[3]};
+    switch (rows) {
+        case 4:
+            AccumulateRows<4>(p, vc, kv_stride, nj, head_dim, orow);
+            break;
+        case 3:
+            AccumulateRows<3>(p, vc, kv_stride, nj, head_dim, orow);
+            break;
+        case 2:
+            AccumulateRows<2>(p, vc, kv_stride, nj, head_dim, orow);
+            break;
+        default:
+            AccumulateRows<1>(p, vc, kv_stride, nj, head_dim, orow);
+            break;
     }
 }
 
+// Rows go in groups of up to kGroupRows whose softmax state is kept while each chunk of keys
+// and values serves all of the group's tiles. In the KV cache one head's rows lie a whole
+// cache row apart (kv_stride floats, often a multiple of 4 KiB), so they fall into the same few
+// L1 sets and evict each other; a group of more than one tile copies the chunk into contiguous
+// buffers first, which then stay in L1.
 void AttentionRows(const float* q, int64_t q_stride, int64_t n_q, const int64_t* n_kv,
                    const float* k, const float* v, int64_t kv_stride, int64_t head_dim, float scale,
                    float* out, int64_t out_stride) {
-    for (int64_t r0 = 0; r0 < n_q; r0 += kTileRows) {
-        const int rows = static_cast<int>(std::min<int64_t>(kTileRows, n_q - r0));
-        AttentionTile(q + r0 * q_stride, q_stride, rows, n_kv + r0, k, v, kv_stride, head_dim,
-                      scale, out + r0 * out_stride, out_stride);
+    HWY_ALIGN float kbuf[kChunk * kMaxCopyDim];
+    HWY_ALIGN float vbuf[kChunk * kMaxCopyDim];
+    for (int64_t g0 = 0; g0 < n_q; g0 += kGroupRows) {
+        const int64_t gn = std::min(kGroupRows, n_q - g0);
+        float m[kGroupRows], l[kGroupRows];
+        int64_t max_kv = 0;
+        for (int64_t r = 0; r < gn; ++r) {
+            m[r] = -std::numeric_limits<float>::infinity();
+            l[r] = 0.0f;
+            max_kv = std::max(max_kv, n_kv[g0 + r]);
+            float* o = out + (g0 + r) * out_stride;
+            std::fill(o, o + head_dim, 0.0f);
+        }
+        const bool copy = gn > kTileRows && head_dim <= kMaxCopyDim && kv_stride != head_dim;
+        for (int64_t j0 = 0; j0 < max_kv; j0 += kChunk) {
+            const int64_t nj = std::min(kChunk, max_kv - j0);
+            const float* kc = k + j0 * kv_stride;
+            const float* vc = v + j0 * kv_stride;
+            int64_t stride = kv_stride;
+            if (copy) {
+                for (int64_t j = 0; j < nj; ++j) {
+                    std::memcpy(kbuf + j * head_dim, kc + j * kv_stride, head_dim * sizeof(float));
+                    std::memcpy(vbuf + j * head_dim, vc + j * kv_stride, head_dim * sizeof(float));
+                }
+                kc = kbuf;
+                vc = vbuf;
+                stride = head_dim;
+            }
+            for (int64_t t0 = 0; t0 < gn; t0 += kTileRows) {
+                const int rows = static_cast<int>(std::min<int64_t>(kTileRows, gn - t0));
+                const float* qr[kTileRows];
+                float* orow[kTileRows];
+                int64_t nk[kTileRows];
+                for (int r = 0; r < kTileRows; ++r) {
+                    const int64_t src = g0 + t0 + std::min(r, rows - 1);
+                    qr[r] = q + src * q_stride;
+                    orow[r] = out + src * out_stride;
+                    nk[r] = n_kv[src];
+                }
+                TileChunk(qr, orow, rows, nk, m + t0, l + t0, kc, vc, stride, head_dim, scale, j0,
+                          nj);
+            }
+        }
+        for (int64_t r = 0; r < gn; ++r) {
+            const float inv = 1.0f / l[r];
+            float* o = out + (g0 + r) * out_stride;
+            for (int64_t d = 0; d < head_dim; ++d)
+                o[d] *= inv;
+        }
     }
 }
 

@@ -334,14 +334,14 @@ TEST(Kernels, StreamingAttentionMatchesTwoPassSoftmax) {
 }
 
 // The multi-row kernel against the same two-pass double-precision twin, row by row: head sizes
-// with and without a vector tail, tiles of 1-4 rows (n_q not a multiple of 4), all rows on the
-// same keys (a dLLM window) or each on its own prefix (causal, n_kv[r] = first + r), key counts
-// across the 64-key chunk boundary. Tolerance: float32 rounding relative to the output's size;
+// with and without a vector tail, tiles of 1-4 rows (n_q not a multiple of 4) and more than one
+// 32-row group, all rows on the same keys (a dLLM window) or each on its own prefix (causal,
+// n_kv[r] = first + r), key counts across the 32-key chunk boundaries. Tolerance: float32 rounding relative to the output's size;
 // the one-row kernel is off by up to 3.1e-6 x (1 + |want|) on these same cases.
 TEST(Kernels, MultiRowAttentionMatchesTwoPassSoftmax) {
     for (int64_t hd : {32, 40, 128}) {
         const int64_t stride = 2 * hd + 16, q_stride = hd + 8, o_stride = hd + 4;
-        for (int64_t n_q : {1, 3, 4, 9}) {
+        for (int64_t n_q : {1, 3, 4, 9, 37}) {
             for (int64_t first : {1, 5, 64, 65, 300}) {
                 for (bool causal : {false, true}) {
                     const int64_t max_kv = first + (causal ? n_q - 1 : 0);
