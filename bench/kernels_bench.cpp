@@ -49,21 +49,23 @@ void BM_Attention(benchmark::State& state, bool lut_exp) {
 BENCHMARK_CAPTURE(BM_Attention, exact_exp, false)->Arg(160)->Arg(1024);
 BENCHMARK_CAPTURE(BM_Attention, lut_exp, true)->Arg(160)->Arg(1024);
 
-// One head (head_dim 128) of a 32-row window against n_kv keys (the window + a cached prefix):
-// the one-row kernel per row vs the multi-row kernel. Items are (row, key) pairs.
+// One head (head_dim 128) of a 32-row window against n_kv keys (the window + a cached prefix),
+// the keys and values a KV-cache row apart as in the engine (16 heads: 2048 floats): the
+// one-row kernel per row vs the multi-row kernel. Items are (row, key) pairs.
 void BM_AttentionWindow(benchmark::State& state, bool multi_row) {
-    const int64_t hd = 128, rows = 32, n_kv = state.range(0);
-    auto q = random_vec(rows * hd, 1), k = random_vec(n_kv * hd, 2), v = random_vec(n_kv * hd, 3);
+    const int64_t hd = 128, stride = 16 * hd, rows = 32, n_kv = state.range(0);
+    auto q = random_vec(rows * hd, 1), k = random_vec(n_kv * stride, 2),
+         v = random_vec(n_kv * stride, 3);
     std::vector<float> out(rows * hd);
     const std::vector<int64_t> kv(rows, n_kv);
     for (auto _ : state) {
         if (multi_row) {
-            kernels::attention_rows(q.data(), hd, rows, kv.data(), k.data(), v.data(), hd, hd,
+            kernels::attention_rows(q.data(), hd, rows, kv.data(), k.data(), v.data(), stride, hd,
                                     0.088f, out.data(), hd);
         } else {
             for (int64_t r = 0; r < rows; ++r) {
-                kernels::attention_head(q.data() + r * hd, k.data(), v.data(), hd, n_kv, hd, 0.088f,
-                                        out.data() + r * hd);
+                kernels::attention_head(q.data() + r * hd, k.data(), v.data(), stride, n_kv, hd,
+                                        0.088f, out.data() + r * hd);
             }
         }
         benchmark::DoNotOptimize(out.data());
