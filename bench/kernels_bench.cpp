@@ -29,51 +29,36 @@ std::vector<float> random_vec(size_t n, uint32_t seed) {
     return v;
 }
 
-// Attention of one head (head_dim 128) over n_kv keys: exact exp vs the fp16-indexed table.
-void BM_Attention(benchmark::State& state, bool lut_exp) {
-    const int64_t hd = 128, n_kv = state.range(0);
-    auto q = random_vec(hd, 1), k = random_vec(n_kv * hd, 2), v = random_vec(n_kv * hd, 3);
-    std::vector<float> out(hd);
-    const kernels::ExpLut lut;
-    for (auto _ : state) {
-        if (lut_exp) {
-            kernels::attention_head_lut(q.data(), k.data(), v.data(), hd, n_kv, hd, 0.088f,
-                                        out.data(), lut);
-        } else {
-            kernels::attention_head(q.data(), k.data(), v.data(), hd, n_kv, hd, 0.088f, out.data());
-        }
-        benchmark::DoNotOptimize(out.data());
-    }
-    state.SetItemsProcessed(state.iterations() * n_kv);
-}
-BENCHMARK_CAPTURE(BM_Attention, exact_exp, false)->Arg(160)->Arg(1024);
-BENCHMARK_CAPTURE(BM_Attention, lut_exp, true)->Arg(160)->Arg(1024);
-
 // One head (head_dim 128) of a 32-row window against n_kv keys (the window + a cached prefix),
 // the keys and values a KV-cache row apart as in the engine (16 heads: 2048 floats): the
-// one-row kernel per row vs the multi-row kernel. Items are (row, key) pairs.
-void BM_AttentionWindow(benchmark::State& state, bool multi_row) {
+// one-row kernel per row, the multi-row kernel, and the multi-row kernel with the exp table.
+// Items are (row, key) pairs.
+enum class AttnPath { OneRow, MultiRow, MultiRowLut };
+void BM_AttentionWindow(benchmark::State& state, AttnPath path) {
     const int64_t hd = 128, stride = 16 * hd, rows = 32, n_kv = state.range(0);
     auto q = random_vec(rows * hd, 1), k = random_vec(n_kv * stride, 2),
          v = random_vec(n_kv * stride, 3);
     std::vector<float> out(rows * hd);
     const std::vector<int64_t> kv(rows, n_kv);
+    const kernels::ExpLut lut;
     for (auto _ : state) {
-        if (multi_row) {
-            kernels::attention_rows(q.data(), hd, rows, kv.data(), k.data(), v.data(), stride, hd,
-                                    0.088f, out.data(), hd);
-        } else {
+        if (path == AttnPath::OneRow) {
             for (int64_t r = 0; r < rows; ++r) {
                 kernels::attention_head(q.data() + r * hd, k.data(), v.data(), stride, n_kv, hd,
                                         0.088f, out.data() + r * hd);
             }
+        } else {
+            kernels::attention_rows(q.data(), hd, rows, kv.data(), k.data(), v.data(), stride, hd,
+                                    0.088f, out.data(), hd,
+                                    path == AttnPath::MultiRowLut ? lut.data() : nullptr);
         }
         benchmark::DoNotOptimize(out.data());
     }
     state.SetItemsProcessed(state.iterations() * rows * n_kv);
 }
-BENCHMARK_CAPTURE(BM_AttentionWindow, one_row, false)->Arg(32)->Arg(544);
-BENCHMARK_CAPTURE(BM_AttentionWindow, multi_row, true)->Arg(32)->Arg(544);
+BENCHMARK_CAPTURE(BM_AttentionWindow, one_row, AttnPath::OneRow)->Arg(32)->Arg(544);
+BENCHMARK_CAPTURE(BM_AttentionWindow, multi_row, AttnPath::MultiRow)->Arg(32)->Arg(544);
+BENCHMARK_CAPTURE(BM_AttentionWindow, multi_row_lut_exp, AttnPath::MultiRowLut)->Arg(32)->Arg(544);
 
 // Q4_0 weights (2048 x 2048) times `rows` activation rows, three ways: dequantised through the
 // 16-entry table, dequantised arithmetically, and the int8 path (activations quantised to Q8).

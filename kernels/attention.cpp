@@ -13,6 +13,7 @@
 // Must come after foreach_target.h.
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
+#include "kernels/exp_lut-inl.h"
 
 #include <algorithm>
 #include <cmath>
@@ -20,6 +21,7 @@
 #include <limits>
 
 #include "kernels/kernels.h"
+#include "quant/fp16.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace llada::kernels {
@@ -160,7 +162,7 @@ HWY_INLINE void AccumulateRows(const float* const* p, const float* v, int64_t kv
 // outputs. k and v point at key j0's row.
 void TileChunk(const float* const* qr, float* const* orow, int rows, const int64_t* nk, float* m,
                float* l, const float* k, const float* v, int64_t kv_stride, int64_t head_dim,
-               float scale, int64_t j0, int64_t nj) {
+               float scale, int64_t j0, int64_t nj, const float* exp_table) {
     const DF df;
     const int64_t N = static_cast<int64_t>(hn::Lanes(df));
     const float kNegInf = -std::numeric_limits<float>::infinity();
@@ -192,21 +194,33 @@ void TileChunk(const float* const* qr, float* const* orow, int rows, const int64
             std::fill(s[r], s[r] + nj, 0.0f);
             continue;
         }
-        const float correction = std::exp(m[r] - m_new);  // 0 while m = -inf
+        float correction = 0.0f;  // while m = -inf
+        if (m[r] != kNegInf) {
+            correction = exp_table == nullptr
+                             ? std::exp(m[r] - m_new)
+                             : exp_table[quant::fp32_to_fp16(m_new - m[r]) & 0x7fff];
+        }
         if (correction != 1.0f) {
             for (int64_t d = 0; d < head_dim; ++d)
                 orow[r][d] *= correction;
         }
-        const auto vm = hn::Set(df, m_new);
-        auto vsum = hn::Zero(df);
-        for (j = 0; j + N <= nj; j += N) {
-            const auto e = hn::CallExp(df, hn::Sub(hn::Load(df, s[r] + j), vm));
-            hn::Store(e, df, s[r] + j);
-            vsum = hn::Add(vsum, e);
+        float sum = 0.0f;
+        if (exp_table != nullptr) {
+            ExpChunkLut(s[r], nj, m_new, exp_table);
+            for (j = 0; j < nj; ++j)
+                sum += s[r][j];
+        } else {
+            const auto vm = hn::Set(df, m_new);
+            auto vsum = hn::Zero(df);
+            for (j = 0; j + N <= nj; j += N) {
+                const auto e = hn::CallExp(df, hn::Sub(hn::Load(df, s[r] + j), vm));
+                hn::Store(e, df, s[r] + j);
+                vsum = hn::Add(vsum, e);
+            }
+            sum = hn::GetLane(hn::SumOfLanes(df, vsum));
+            for (; j < nj; ++j)
+                sum += (s[r][j] = std::exp(s[r][j] - m_new));
         }
-        float sum = hn::GetLane(hn::SumOfLanes(df, vsum));
-        for (; j < nj; ++j)
-            sum += (s[r][j] = std::exp(s[r][j] - m_new));
         l[r] = l[r] * correction + sum;
         m[r] = m_new;
     }
@@ -235,7 +249,7 @@ void TileChunk(const float* const* qr, float* const* orow, int rows, const int64
 // buffers first, which then stay in L1.
 void AttentionRows(const float* q, int64_t q_stride, int64_t n_q, const int64_t* n_kv,
                    const float* k, const float* v, int64_t kv_stride, int64_t head_dim, float scale,
-                   float* out, int64_t out_stride) {
+                   float* out, int64_t out_stride, const float* exp_table) {
     HWY_ALIGN float kbuf[kChunk * kMaxCopyDim];
     HWY_ALIGN float vbuf[kChunk * kMaxCopyDim];
     for (int64_t g0 = 0; g0 < n_q; g0 += kGroupRows) {
@@ -276,7 +290,7 @@ void AttentionRows(const float* q, int64_t q_stride, int64_t n_q, const int64_t*
                     nk[r] = n_kv[src];
                 }
                 TileChunk(qr, orow, rows, nk, m + t0, l + t0, kc, vc, stride, head_dim, scale, j0,
-                          nj);
+                          nj, exp_table);
             }
         }
         for (int64_t r = 0; r < gn; ++r) {
@@ -299,9 +313,9 @@ HWY_EXPORT(AttentionRows);
 
 void attention_rows(const float* q, int64_t q_stride, int64_t n_q, const int64_t* n_kv,
                     const float* k, const float* v, int64_t kv_stride, int64_t head_dim,
-                    float scale, float* out, int64_t out_stride) {
+                    float scale, float* out, int64_t out_stride, const float* exp_table) {
     HWY_DYNAMIC_DISPATCH(AttentionRows)
-    (q, q_stride, n_q, n_kv, k, v, kv_stride, head_dim, scale, out, out_stride);
+    (q, q_stride, n_q, n_kv, k, v, kv_stride, head_dim, scale, out, out_stride, exp_table);
 }
 
 }  // namespace llada::kernels

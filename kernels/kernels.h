@@ -74,11 +74,12 @@ void attention_head(const float* q, const float* k, const float* v, int64_t kv_s
                     int64_t head_dim, float scale, float* out);
 // The same for n_q query rows of one head (rows of stride q_stride, outputs of stride
 // out_stride), row r against keys [0, n_kv[r]) (n_kv[r] >= 1): 4 rows share each key and value
-// load (kernels/attention.cpp). The engine's attention; attention_head is the one-row kernel the
-// LUT-exp variant is measured against.
+// load (kernels/attention.cpp); the engine's attention. exp_table: nullptr for the exact
+// (polynomial) exp, or ExpLut::data() (kernels/lut.h) to take the softmax's exponentials from
+// the table. attention_head stays as the one-row baseline the kernel is measured against.
 void attention_rows(const float* q, int64_t q_stride, int64_t n_q, const int64_t* n_kv,
                     const float* k, const float* v, int64_t kv_stride, int64_t head_dim,
-                    float scale, float* out, int64_t out_stride);
+                    float scale, float* out, int64_t out_stride, const float* exp_table = nullptr);
 
 // --- fused sampling: per-row reductions over a vocabulary without keeping the logits ---
 // Running statistics of one logits row over the vocabulary entries seen so far, relative to the

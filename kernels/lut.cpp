@@ -1,4 +1,5 @@
-// Table-driven exp (softmax) and int4 dequantisation (Highway).
+// Table-driven exp (softmax; the lookup itself is in exp_lut-inl.h) and int4 dequantisation
+// (Highway).
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/lut.cpp"
@@ -17,87 +18,6 @@ HWY_BEFORE_NAMESPACE();
 namespace llada::kernels {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
-
-HWY_INLINE float DotF(const float* HWY_RESTRICT a, const float* HWY_RESTRICT b, int64_t n) {
-    const hn::ScalableTag<float> df;
-    const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-    auto acc = hn::Zero(df);
-    int64_t i = 0;
-    for (; i + N <= n; i += N)
-        acc = hn::MulAdd(hn::LoadU(df, a + i), hn::LoadU(df, b + i), acc);
-    float s = hn::GetLane(hn::SumOfLanes(df, acc));
-    for (; i < n; ++i)
-        s += a[i] * b[i];
-    return s;
-}
-
-// s[j] = exp(s[j] - m) for j < n, read from the table (index: fp16 bits of m - s[j] >= 0).
-HWY_INLINE void ExpChunkLut(float* s, int64_t n, float m, const float* table) {
-    int64_t j = 0;
-#if HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
-    // (Highway's emulated fp16 demotion truncates; those targets take the scalar loop.)
-    const hn::ScalableTag<float> df;
-    const hn::Rebind<hwy::float16_t, decltype(df)> dh;
-    const hn::Rebind<uint16_t, decltype(df)> du16;
-    const hn::Rebind<int32_t, decltype(df)> di;
-    const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-    const auto vm = hn::Set(df, m);
-    for (; j + N <= n; j += N) {
-        const auto neg = hn::Sub(vm, hn::LoadU(df, s + j));  // -(x - m) >= 0
-        const auto bits = hn::BitCast(du16, hn::DemoteTo(dh, neg));
-        const auto idx = hn::BitCast(di, hn::PromoteTo(hn::Rebind<uint32_t, decltype(df)>(), bits));
-        hn::StoreU(hn::GatherIndex(df, table, hn::And(idx, hn::Set(di, 0x7fff))), df, s + j);
-    }
-#endif
-    for (; j < n; ++j)
-        s[j] = table[quant::fp32_to_fp16(m - s[j]) & 0x7fff];
-}
-
-// The streaming softmax of attention_head, with exp(x - m) read from the table.
-void AttentionHeadLut(const float* q, const float* k, const float* v, int64_t kv_stride,
-                      int64_t n_kv, int64_t head_dim, float scale, float* out, const float* table) {
-    constexpr int64_t kChunk = 64;
-    const hn::ScalableTag<float> df;
-    const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-    HWY_ALIGN float scores[kChunk + 1];
-    float m = -std::numeric_limits<float>::infinity();
-    float l = 0.0f;
-    for (int64_t d = 0; d < head_dim; ++d)
-        out[d] = 0.0f;
-    for (int64_t j0 = 0; j0 < n_kv; j0 += kChunk) {
-        const int64_t nj = std::min(kChunk, n_kv - j0);
-        float cmax = -std::numeric_limits<float>::infinity();
-        for (int64_t j = 0; j < nj; ++j) {
-            scores[j] = DotF(q, k + (j0 + j) * kv_stride, head_dim) * scale;
-            cmax = std::max(cmax, scores[j]);
-        }
-        const float m_new = std::max(m, cmax);
-        // The rescale of the running sums rides along as one more table entry.
-        scores[nj] = m;
-        ExpChunkLut(scores, nj + 1, m_new, table);
-        const float correction = m == -std::numeric_limits<float>::infinity() ? 0.0f : scores[nj];
-        l *= correction;
-        for (int64_t d = 0; d < head_dim; ++d)
-            out[d] *= correction;
-        for (int64_t j = 0; j < nj; ++j) {
-            const float p = scores[j];
-            l += p;
-            const float* vj = v + (j0 + j) * kv_stride;
-            const auto vp = hn::Set(df, p);
-            int64_t d = 0;
-            for (; d + N <= head_dim; d += N) {
-                hn::StoreU(hn::MulAdd(vp, hn::LoadU(df, vj + d), hn::LoadU(df, out + d)), df,
-                           out + d);
-            }
-            for (; d < head_dim; ++d)
-                out[d] += p * vj[d];
-        }
-        m = m_new;
-    }
-    const float inv = 1.0f / l;
-    for (int64_t d = 0; d < head_dim; ++d)
-        out[d] *= inv;
-}
 
 // Q4_0 weights (packed: 16 rows interleaved, quant/packed.h) x float activations, the weights
 // dequantised in registers with one lane per weight row: for each of a block's 32 values, the
@@ -187,7 +107,6 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace llada::kernels {
 
-HWY_EXPORT(AttentionHeadLut);
 HWY_EXPORT(MatmulQ4Lut);
 HWY_EXPORT(MatmulQ4Arith);
 
@@ -205,8 +124,8 @@ float ExpLut::operator()(float x) const {
 void attention_head_lut(const float* q, const float* k, const float* v, int64_t kv_stride,
                         int64_t n_kv, int64_t head_dim, float scale, float* out,
                         const ExpLut& lut) {
-    HWY_DYNAMIC_DISPATCH(AttentionHeadLut)
-    (q, k, v, kv_stride, n_kv, head_dim, scale, out, lut.data());
+    attention_rows(q, head_dim, 1, &n_kv, k, v, kv_stride, head_dim, scale, out, head_dim,
+                   lut.data());
 }
 
 void matmul_q4_lut(const float* x, int64_t m_rows, const WeightView& w, float* y, int64_t ldy,

@@ -24,7 +24,8 @@ class ExpLut {
     std::vector<float> table_;
 };
 
-// attention_head with the softmax's exponentials taken from `lut`.
+// One query row's attention (as attention_head) with the softmax's exponentials taken from
+// `lut`: attention_rows with n_q = 1 and the table.
 void attention_head_lut(const float* q, const float* k, const float* v, int64_t kv_stride,
                         int64_t n_kv, int64_t head_dim, float scale, float* out, const ExpLut& lut);
 

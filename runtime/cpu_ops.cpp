@@ -150,25 +150,7 @@ void CpuOps::run(const ArenaView& a, LmHeadScratch& s, const Op& op, const Batch
             const float* q = a.f32(op.in0);
             float* out = a.f32(op.out);
             const int64_t keys = op.causal ? b.n_rows : b.kv_len[0];
-            if (op.lut) {
-                // The LUT-exp softmax is an alternative of the one-row kernel: one (row, head)
-                // per task, a dot and an axpy per key.
-                parallel_ranges(
-                    b.n_rows * op.n_head, 2 * keys * op.head_dim, [&](int64_t lo, int64_t hi) {
-                        for (int64_t t = lo; t < hi; ++t) {
-                            const int64_t r = t / op.n_head, h = t % op.n_head;
-                            const int s = b.seq[r];
-                            const int64_t n_kv = op.causal ? b.pos[r] + 1 : b.kv_len[s];
-                            const int64_t kvh = h / group;
-                            kernels::attention_head_lut(q + r * cols + h * op.head_dim,
-                                                        kv.k(op.layer, s, 0) + kvh * op.head_dim,
-                                                        kv.v(op.layer, s, 0) + kvh * op.head_dim,
-                                                        kv.kv_dim(), n_kv, op.head_dim, scale,
-                                                        out + r * cols + h * op.head_dim, exp_lut_);
-                        }
-                    });
-                return;
-            }
+            const float* table = op.lut ? exp_lut_.data() : nullptr;  // LUT exp (NPU path)
             // One task = one head of up to kRows consecutive rows, split further where the
             // sequence changes; the multi-row kernel shares each key and value load among them.
             constexpr int64_t kRows = 32;
@@ -189,7 +171,7 @@ void CpuOps::run(const ArenaView& a, LmHeadScratch& s, const Op& op, const Batch
                                                     n_kv, kv.k(op.layer, s, 0) + kvh * op.head_dim,
                                                     kv.v(op.layer, s, 0) + kvh * op.head_dim,
                                                     kv.kv_dim(), op.head_dim, scale,
-                                                    out + r * cols + h * op.head_dim, cols);
+                                                    out + r * cols + h * op.head_dim, cols, table);
                             r = e;
                         }
                     }

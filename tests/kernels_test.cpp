@@ -336,8 +336,9 @@ TEST(Kernels, StreamingAttentionMatchesTwoPassSoftmax) {
 // The multi-row kernel against the same two-pass double-precision twin, row by row: head sizes
 // with and without a vector tail, tiles of 1-4 rows (n_q not a multiple of 4) and more than one
 // 32-row group, all rows on the same keys (a dLLM window) or each on its own prefix (causal,
-// n_kv[r] = first + r), key counts across the 32-key chunk boundaries. Tolerance: float32 rounding relative to the output's size;
-// the one-row kernel is off by up to 3.1e-6 x (1 + |want|) on these same cases.
+// n_kv[r] = first + r), key counts across the 32-key chunk boundaries. Tolerance: float32 rounding
+// relative to the output's size; the one-row kernel is off by up to 3.1e-6 x (1 + |want|) on these
+// same cases.
 TEST(Kernels, MultiRowAttentionMatchesTwoPassSoftmax) {
     for (int64_t hd : {32, 40, 128}) {
         const int64_t stride = 2 * hd + 16, q_stride = hd + 8, o_stride = hd + 4;
@@ -449,6 +450,24 @@ TEST(Kernels, LutExpAttentionStaysCloseToExact) {
                 ASSERT_NEAR(got[i], want[i], 2e-3f) << n_kv;
         });
     }
+    // The engine's multi-row kernel with the table: 37 rows (two groups), causal key ranges.
+    const int64_t n_q = 37, first = 90;
+    auto q = random_vec(static_cast<size_t>(n_q * hd), 64, 1.5f);
+    auto k = random_vec(static_cast<size_t>((first + n_q) * stride), 65);
+    auto v = random_vec(static_cast<size_t>((first + n_q) * stride), 66);
+    std::vector<int64_t> n_kv(n_q);
+    std::vector<float> want(n_q * hd), got(n_q * hd);
+    for (int64_t r = 0; r < n_q; ++r) {
+        n_kv[r] = first + r;
+        ref::attention_head(q.data() + r * hd, k.data(), v.data(), stride, n_kv[r], hd, 0.25f,
+                            want.data() + r * hd);
+    }
+    for_each_target([&] {
+        attention_rows(q.data(), hd, n_q, n_kv.data(), k.data(), v.data(), stride, hd, 0.25f,
+                       got.data(), hd, lut.data());
+        for (int64_t i = 0; i < n_q * hd; ++i)
+            ASSERT_NEAR(got[i], want[i], 2e-3f) << i;
+    });
 }
 
 // LUT dequantisation reproduces the exact Q4_0 values (the table holds d * (q - 8) in float32),

@@ -1,0 +1,47 @@
+// exp through the fp16-indexed table of kernels/lut.h, for a chunk of softmax scores; included
+// by each Highway kernel file that offers the table as its exp (per-target inline header).
+
+#if defined(LLADA_KERNELS_EXP_LUT_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef LLADA_KERNELS_EXP_LUT_INL_H_
+#undef LLADA_KERNELS_EXP_LUT_INL_H_
+#else
+#define LLADA_KERNELS_EXP_LUT_INL_H_
+#endif
+
+#include <cstdint>
+
+#include "hwy/highway.h"
+#include "quant/fp16.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace llada::kernels {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// s[j] = exp(s[j] - m) for j < n, read from the table (index: fp16 bits of m - s[j] >= 0).
+HWY_INLINE void ExpChunkLut(float* s, int64_t n, float m, const float* table) {
+    int64_t j = 0;
+#if HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
+    // (Highway's emulated fp16 demotion truncates; those targets take the scalar loop.)
+    const hn::ScalableTag<float> df;
+    const hn::Rebind<hwy::float16_t, decltype(df)> dh;
+    const hn::Rebind<uint16_t, decltype(df)> du16;
+    const hn::Rebind<int32_t, decltype(df)> di;
+    const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+    const auto vm = hn::Set(df, m);
+    for (; j + N <= n; j += N) {
+        const auto neg = hn::Sub(vm, hn::LoadU(df, s + j));  // -(x - m) >= 0
+        const auto bits = hn::BitCast(du16, hn::DemoteTo(dh, neg));
+        const auto idx = hn::BitCast(di, hn::PromoteTo(hn::Rebind<uint32_t, decltype(df)>(), bits));
+        hn::StoreU(hn::GatherIndex(df, table, hn::And(idx, hn::Set(di, 0x7fff))), df, s + j);
+    }
+#endif
+    for (; j < n; ++j)
+        s[j] = table[quant::fp32_to_fp16(m - s[j]) & 0x7fff];
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace llada::kernels
+HWY_AFTER_NAMESPACE();
+
+#endif  // LLADA_KERNELS_EXP_LUT_INL_H_
