@@ -2,7 +2,7 @@
 //
 // attention_head handles one query row: each score is a dot product reduced across the lanes
 // on its own, and the output row is read and written once per key. Here 4 query rows share
-// every key and value load: scores come from 4 x 4 register tiles of dot products whose 16
+// every key and value load: scores come from 4-row x 4-key register tiles of dot products whose 16
 // lane-sums are reduced together by interleaving, and the outputs of the 4 rows stay in
 // registers across a chunk of keys. The softmax is the same streaming (flash-style) one: a
 // running maximum and sum per row, rescaled chunk by chunk, no score matrix beyond a chunk.
@@ -71,13 +71,14 @@ HWY_INLINE void Sum4(DF df, VF a0, VF a1, VF a2, VF a3, float* HWY_RESTRICT out)
 #endif
 }
 
-// s[r][c] = q_r . k_c for 4 rows and 4 keys over head_dim values.
-HWY_INLINE void Scores4x4(const float* const* q, const float* const* k, int64_t head_dim,
-                          float (*s)[4]) {
+// s[r][c] = q_r . k_c for R rows (1-4) and 4 keys over head_dim values.
+template <int R>
+HWY_INLINE void Scores4(const float* const* q, const float* const* k, int64_t head_dim,
+                        float (*s)[4]) {
     const DF df;
     const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-    VF acc[4][4];
-    for (int r = 0; r < 4; ++r) {
+    VF acc[R][4];
+    for (int r = 0; r < R; ++r) {
         for (int c = 0; c < 4; ++c)
             acc[r][c] = hn::Zero(df);
     }
@@ -86,19 +87,19 @@ HWY_INLINE void Scores4x4(const float* const* q, const float* const* k, int64_t 
         VF kv[4];
         for (int c = 0; c < 4; ++c)
             kv[c] = hn::LoadU(df, k[c] + i);
-        for (int r = 0; r < 4; ++r) {
+        for (int r = 0; r < R; ++r) {
             const VF qv = hn::LoadU(df, q[r] + i);
             for (int c = 0; c < 4; ++c)
                 acc[r][c] = hn::MulAdd(qv, kv[c], acc[r][c]);
         }
     }
-    // Written out: with a loop over r here GCC 12 keeps acc in memory, storing all 16
+    // Written out: with a loop over r here GCC 12 keeps acc in memory, storing all the
     // accumulators on every step of the loop above.
     Sum4(df, acc[0][0], acc[0][1], acc[0][2], acc[0][3], s[0]);
-    Sum4(df, acc[1][0], acc[1][1], acc[1][2], acc[1][3], s[1]);
-    Sum4(df, acc[2][0], acc[2][1], acc[2][2], acc[2][3], s[2]);
-    Sum4(df, acc[3][0], acc[3][1], acc[3][2], acc[3][3], s[3]);
-    for (int r = 0; r < 4; ++r) {
+    if constexpr (R > 1) Sum4(df, acc[1][0], acc[1][1], acc[1][2], acc[1][3], s[1]);
+    if constexpr (R > 2) Sum4(df, acc[2][0], acc[2][1], acc[2][2], acc[2][3], s[2]);
+    if constexpr (R > 3) Sum4(df, acc[3][0], acc[3][1], acc[3][2], acc[3][3], s[3]);
+    for (int r = 0; r < R; ++r) {
         for (int64_t t = i; t < head_dim; ++t) {
             for (int c = 0; c < 4; ++c)
                 s[r][c] += q[r][t] * k[c][t];
@@ -156,9 +157,8 @@ HWY_INLINE void AccumulateRows(const float* const* p, const float* v, int64_t kv
     }
 }
 
-// Keys [j0, j0 + nj) for one tile of rows (rows <= 4; a short tile computes its last row's
-// scores in the empty slots and ignores them): the scores, the streaming-softmax update of each
-// row's running maximum m and sum l (the output so far rescaled), and the values into the
+// Keys [j0, j0 + nj) for one tile of rows (rows <= 4): the scores, the streaming-softmax update of
+// each row's running maximum m and sum l (the output so far rescaled), and the values into the
 // outputs. k and v point at key j0's row.
 void TileChunk(const float* const* qr, float* const* orow, int rows, const int64_t* nk, float* m,
                float* l, const float* k, const float* v, int64_t kv_stride, int64_t head_dim,
@@ -172,8 +172,21 @@ void TileChunk(const float* const* qr, float* const* orow, int rows, const int64
         for (int c = 0; c < 4; ++c)
             kc[c] = k + std::min(jj + c, nj - 1) * kv_stride;
         float t[4][4];
-        Scores4x4(qr, kc, head_dim, t);
-        for (int r = 0; r < kTileRows; ++r) {
+        switch (rows) {
+            case 4:
+                Scores4<4>(qr, kc, head_dim, t);
+                break;
+            case 3:
+                Scores4<3>(qr, kc, head_dim, t);
+                break;
+            case 2:
+                Scores4<2>(qr, kc, head_dim, t);
+                break;
+            default:
+                Scores4<1>(qr, kc, head_dim, t);
+                break;
+        }
+        for (int r = 0; r < rows; ++r) {
             for (int c = 0; c < 4 && jj + c < nj; ++c)
                 s[r][jj + c] = j0 + jj + c < nk[r] ? t[r][c] * scale : kNegInf;
         }
