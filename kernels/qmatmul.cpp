@@ -181,7 +181,7 @@ constexpr int kMR2 = 6;
 template <int MR, bool Q4>
 HWY_INLINE void TileQ2(const ActRows& x, const uint8_t* HWY_RESTRICT g0,
                        const uint8_t* HWY_RESTRICT g1, const quant::PackedLayout& l,
-                       float* HWY_RESTRICT y, int64_t ldy) {
+                       const uint8_t* next, float* HWY_RESTRICT y, int64_t ldy) {
     __m512 acc[MR][2];
     for (int m = 0; m < MR; ++m)
         acc[m][0] = acc[m][1] = _mm512_setzero_ps();
@@ -189,6 +189,14 @@ HWY_INLINE void TileQ2(const ActRows& x, const uint8_t* HWY_RESTRICT g0,
     for (int64_t b = 0; b < l.n_blocks; ++b) {
         const uint8_t* s0 = g0 + b * l.block_bytes;
         const uint8_t* s1 = g1 + b * l.block_bytes;
+        if (next != nullptr) {
+            // The next column pair's block into L2 (its two groups follow each other), so the
+            // first tile there does not start from memory.
+            for (size_t c = 0; c < l.block_bytes; c += 64) {
+                __builtin_prefetch(next + b * l.block_bytes + c, 0, 2);
+                __builtin_prefetch(next + l.group_bytes + b * l.block_bytes + c, 0, 2);
+            }
+        }
         const __m512 sw0 =
             _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s0)));
         const __m512 sw1 =
@@ -245,11 +253,11 @@ HWY_INLINE void TileQ2(const ActRows& x, const uint8_t* HWY_RESTRICT g0,
 template <int MR, bool Q4>
 HWY_INLINE void TileQ2N(int h, const ActRows& x, const uint8_t* HWY_RESTRICT g0,
                         const uint8_t* HWY_RESTRICT g1, const quant::PackedLayout& l,
-                        float* HWY_RESTRICT y, int64_t ldy) {
+                        const uint8_t* next, float* HWY_RESTRICT y, int64_t ldy) {
     if constexpr (MR > 1) {
-        if (h < MR) return TileQ2N<MR - 1, Q4>(h, x, g0, g1, l, y, ldy);
+        if (h < MR) return TileQ2N<MR - 1, Q4>(h, x, g0, g1, l, next, y, ldy);
     }
-    TileQ2<MR, Q4>(x, g0, g1, l, y, ldy);
+    TileQ2<MR, Q4>(x, g0, g1, l, next, y, ldy);
 }
 #define LLADA_HAVE_TILE_Q2 1
 #endif
@@ -365,7 +373,10 @@ void MatmulPackedT(const uint8_t* xq, int64_t m_rows, const WeightView& w, float
             const int h = static_cast<int>(left >= 2 * kMR2 ? kMR2
                                            : left > kMR2    ? (left + 1) / 2
                                                             : left);
-            TileQ2N<kMR2, Q4>(h, rows_at(m), g0, g1, l, y + m * ldy + n, ldy);
+            // The first tile prefetches the next pair's weights (when this range has one).
+            const uint8_t* next =
+                m == 0 && n + 4 * quant::kPackRows <= n1 ? g0 + 2 * l.group_bytes : nullptr;
+            TileQ2N<kMR2, Q4>(h, rows_at(m), g0, g1, l, next, y + m * ldy + n, ldy);
             m += h;
         }
     }
