@@ -237,20 +237,19 @@ void TileChunk(const float* const* qr, float* const* orow, int rows, const int64
         l[r] = l[r] * correction + sum;
         m[r] = m_new;
     }
-    const float* vc = v;
     const float* p[kTileRows] = {s[0], s[1], s[2], s[3]};
     switch (rows) {
         case 4:
-            AccumulateRows<4>(p, vc, kv_stride, nj, head_dim, orow);
+            AccumulateRows<4>(p, v, kv_stride, nj, head_dim, orow);
             break;
         case 3:
-            AccumulateRows<3>(p, vc, kv_stride, nj, head_dim, orow);
+            AccumulateRows<3>(p, v, kv_stride, nj, head_dim, orow);
             break;
         case 2:
-            AccumulateRows<2>(p, vc, kv_stride, nj, head_dim, orow);
+            AccumulateRows<2>(p, v, kv_stride, nj, head_dim, orow);
             break;
         default:
-            AccumulateRows<1>(p, vc, kv_stride, nj, head_dim, orow);
+            AccumulateRows<1>(p, v, kv_stride, nj, head_dim, orow);
             break;
     }
 }
@@ -293,14 +292,13 @@ void AttentionRows(const float* q, int64_t q_stride, int64_t n_q, const int64_t*
             }
             for (int64_t t0 = 0; t0 < gn; t0 += kTileRows) {
                 const int rows = static_cast<int>(std::min<int64_t>(kTileRows, gn - t0));
-                const float* qr[kTileRows];
-                float* orow[kTileRows];
-                int64_t nk[kTileRows];
-                for (int r = 0; r < kTileRows; ++r) {
-                    const int64_t src = g0 + t0 + std::min(r, rows - 1);
-                    qr[r] = q + src * q_stride;
-                    orow[r] = out + src * out_stride;
-                    nk[r] = n_kv[src];
+                const float* qr[kTileRows] = {};
+                float* orow[kTileRows] = {};
+                int64_t nk[kTileRows] = {};
+                for (int r = 0; r < rows; ++r) {
+                    qr[r] = q + (g0 + t0 + r) * q_stride;
+                    orow[r] = out + (g0 + t0 + r) * out_stride;
+                    nk[r] = n_kv[g0 + t0 + r];
                 }
                 TileChunk(qr, orow, rows, nk, m + t0, l + t0, kc, vc, stride, head_dim, scale, j0,
                           nj, exp_table);
