@@ -337,16 +337,11 @@ TEST(Kernels, StreamingAttentionMatchesTwoPassSoftmax) {
 // with and without a vector tail and one too large for the chunk copy, tiles of 1-4 rows (n_q not a
 // multiple of 4) and more than one 32-row group, all rows on the same keys (a dLLM window) or each
 // on its own prefix (causal, n_kv[r] = first + r), key counts across the 32-key chunk boundaries.
-// Tolerance: float32 rounding relative to the output's size, growing with the head size; the
-// one-row kernel is off by as much on these cases (up to 3.4e-6 x (1 + |want|) at 128 values).
+// Tolerance: float32 rounding relative to the output's size (the one-row kernel is off by up to
+// 3.4e-6 x (1 + |want|) on these cases at 128 values, 2.1e-5 at 320).
 TEST(Kernels, MultiRowAttentionMatchesTwoPassSoftmax) {
     for (int64_t hd : {32, 33, 40, 128, 320}) {
         const int64_t stride = 2 * hd + 16, q_stride = hd + 8, o_stride = hd + 4;
-        // Scores scaled by 1/sqrt(head_dim) as in the models (0.3 at 32), so that every head
-        // size sees scores of the same spread.
-        const float scale = 0.3f * std::sqrt(32.0f / static_cast<float>(hd));
-        // A float32 dot product's rounding grows with its length: 5e-6 up to 128 values.
-        const float tol = 5e-6f * std::max(1.0f, static_cast<float>(hd) / 128.0f);
         for (int64_t n_q : {1, 3, 4, 9, 37}) {
             for (int64_t first : {1, 5, 64, 65, 300}) {
                 for (bool causal : {false, true}) {
@@ -360,12 +355,15 @@ TEST(Kernels, MultiRowAttentionMatchesTwoPassSoftmax) {
                     std::vector<float> want(n_q * o_stride, 0.0f);
                     for (int64_t r = 0; r < n_q; ++r) {
                         ref::attention_head(q.data() + r * q_stride, k.data() + hd, v.data() + hd,
-                                            stride, n_kv[r], hd, scale, want.data() + r * o_stride);
+                                            stride, n_kv[r], hd, 0.3f, want.data() + r * o_stride);
                     }
                     for_each_target([&] {
                         std::vector<float> got(n_q * o_stride, 0.0f);
                         attention_rows(q.data(), q_stride, n_q, n_kv.data(), k.data() + hd,
-                                       v.data() + hd, stride, hd, scale, got.data(), o_stride);
+                                       v.data() + hd, stride, hd, 0.3f, got.data(), o_stride);
+                        // Longer dot products round more: at 320 values the one-row kernel's
+                        // own error on these rows reaches 2.1e-5.
+                        const float tol = hd > 128 ? 2.5e-5f : 5e-6f;
                         for (size_t i = 0; i < got.size(); ++i) {
                             ASSERT_NEAR(got[i], want[i], tol * (1.0f + std::fabs(want[i])))
                                 << "hd=" << hd << " n_q=" << n_q << " first=" << first
