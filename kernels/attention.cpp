@@ -21,7 +21,6 @@
 #include <limits>
 
 #include "kernels/kernels.h"
-#include "quant/fp16.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace llada::kernels {
@@ -157,12 +156,13 @@ HWY_INLINE void AccumulateRows(const float* const* p, const float* v, int64_t kv
     }
 }
 
-// Keys [j0, j0 + nj) for one tile of rows (rows <= 4): the scores, the streaming-softmax update of
+// Keys [j0, j0 + nj) for one tile of R rows (1-4): the scores, the streaming-softmax update of
 // each row's running maximum m and sum l (the output so far rescaled), and the values into the
 // outputs. k and v point at key j0's row.
-void TileChunk(const float* const* qr, float* const* orow, int rows, const int64_t* nk, float* m,
-               float* l, const float* k, const float* v, int64_t kv_stride, int64_t head_dim,
-               float scale, int64_t j0, int64_t nj, const float* exp_table) {
+template <int R>
+void TileChunk(const float* const* qr, float* const* orow, const int64_t* nk, float* m, float* l,
+               const float* k, const float* v, int64_t kv_stride, int64_t head_dim, float scale,
+               int64_t j0, int64_t nj, const float* exp_table) {
     const DF df;
     const int64_t N = static_cast<int64_t>(hn::Lanes(df));
     const float kNegInf = -std::numeric_limits<float>::infinity();
@@ -172,26 +172,13 @@ void TileChunk(const float* const* qr, float* const* orow, int rows, const int64
         for (int c = 0; c < 4; ++c)
             kc[c] = k + std::min(jj + c, nj - 1) * kv_stride;
         float t[4][4];
-        switch (rows) {
-            case 4:
-                Scores4<4>(qr, kc, head_dim, t);
-                break;
-            case 3:
-                Scores4<3>(qr, kc, head_dim, t);
-                break;
-            case 2:
-                Scores4<2>(qr, kc, head_dim, t);
-                break;
-            default:
-                Scores4<1>(qr, kc, head_dim, t);
-                break;
-        }
-        for (int r = 0; r < rows; ++r) {
+        Scores4<R>(qr, kc, head_dim, t);
+        for (int r = 0; r < R; ++r) {
             for (int c = 0; c < 4 && jj + c < nj; ++c)
                 s[r][jj + c] = j0 + jj + c < nk[r] ? t[r][c] * scale : kNegInf;
         }
     }
-    for (int r = 0; r < rows; ++r) {
+    for (int r = 0; r < R; ++r) {
         float cmax = kNegInf;
         int64_t j = 0;
         if (nj >= N) {
@@ -209,9 +196,12 @@ void TileChunk(const float* const* qr, float* const* orow, int rows, const int64
         }
         float correction = 0.0f;  // while m = -inf
         if (m[r] != kNegInf) {
-            correction = exp_table == nullptr
-                             ? std::exp(m[r] - m_new)
-                             : exp_table[quant::fp32_to_fp16(m_new - m[r]) & 0x7fff];
+            correction = m[r];
+            if (exp_table == nullptr) {
+                correction = std::exp(m[r] - m_new);
+            } else {
+                ExpChunkLut(&correction, 1, m_new, exp_table);
+            }
         }
         if (correction != 1.0f) {
             for (int64_t d = 0; d < head_dim; ++d)
@@ -238,20 +228,7 @@ void TileChunk(const float* const* qr, float* const* orow, int rows, const int64
         m[r] = m_new;
     }
     const float* p[kTileRows] = {s[0], s[1], s[2], s[3]};
-    switch (rows) {
-        case 4:
-            AccumulateRows<4>(p, v, kv_stride, nj, head_dim, orow);
-            break;
-        case 3:
-            AccumulateRows<3>(p, v, kv_stride, nj, head_dim, orow);
-            break;
-        case 2:
-            AccumulateRows<2>(p, v, kv_stride, nj, head_dim, orow);
-            break;
-        default:
-            AccumulateRows<1>(p, v, kv_stride, nj, head_dim, orow);
-            break;
-    }
+    AccumulateRows<R>(p, v, kv_stride, nj, head_dim, orow);
 }
 
 // Rows go in groups of up to kGroupRows whose softmax state is kept while each chunk of keys
@@ -300,8 +277,12 @@ void AttentionRows(const float* q, int64_t q_stride, int64_t n_q, const int64_t*
                     orow[r] = out + (g0 + t0 + r) * out_stride;
                     nk[r] = n_kv[g0 + t0 + r];
                 }
-                TileChunk(qr, orow, rows, nk, m + t0, l + t0, kc, vc, stride, head_dim, scale, j0,
-                          nj, exp_table);
+                const auto tile = rows == 4   ? TileChunk<4>
+                                  : rows == 3 ? TileChunk<3>
+                                  : rows == 2 ? TileChunk<2>
+                                              : TileChunk<1>;
+                tile(qr, orow, nk, m + t0, l + t0, kc, vc, stride, head_dim, scale, j0, nj,
+                     exp_table);
             }
         }
         for (int64_t r = 0; r < gn; ++r) {
