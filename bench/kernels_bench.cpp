@@ -177,8 +177,6 @@ void BM_F16Matmul(benchmark::State& state) {
 }
 BENCHMARK(BM_F16Matmul)->ArgsProduct({{32, 64, 160}, {2048, 5632}, {0, 1}});
 
-}  // namespace
-
 // One thread's raw int8 dot-product rate beside the same dot products inside a block-format
 // kernel's instruction mix (kernels/peak.h): their ratio is the share of the raw rate a kernel
 // for Q8_0 / Q4_0 can reach, the ceiling to read QuantMatmul's GOP/s against.
@@ -192,6 +190,8 @@ void BM_Int8Rate(benchmark::State& state, bool block_mix) {
 }
 BENCHMARK_CAPTURE(BM_Int8Rate, raw, false);
 BENCHMARK_CAPTURE(BM_Int8Rate, block_format_mix, true);
+
+}  // namespace
 
 // LLADA_BENCH_TARGET=AVX2 (or any Highway target name this build has and the CPU supports)
 // runs every kernel on that target instead of the best one, so a narrower machine's kernels

@@ -366,6 +366,8 @@ void MatmulPackedT(const uint8_t* xq, int64_t m_rows, const WeightView& w, float
     for (; n + 2 * quant::kPackRows <= n1; n += 2 * quant::kPackRows) {
         const uint8_t* g0 = w.packed + (n / quant::kPackRows) * l.group_bytes;
         const uint8_t* g1 = g0 + l.group_bytes;
+        // The next pair's weights, which this pair's first tile prefetches (if the range has one).
+        const uint8_t* next = n + 4 * quant::kPackRows <= n1 ? g0 + 2 * l.group_bytes : nullptr;
         // Tiles of kMR2 rows; the last 7-11 rows as two tiles of 4-6, since a short tile has too
         // few independent dot-product chains to hide vpdpbusd's latency.
         for (int64_t m = 0; m < m_rows;) {
@@ -373,10 +375,8 @@ void MatmulPackedT(const uint8_t* xq, int64_t m_rows, const WeightView& w, float
             const int h = static_cast<int>(left >= 2 * kMR2 ? kMR2
                                            : left > kMR2    ? (left + 1) / 2
                                                             : left);
-            // The first tile prefetches the next pair's weights (when this range has one).
-            const uint8_t* next =
-                m == 0 && n + 4 * quant::kPackRows <= n1 ? g0 + 2 * l.group_bytes : nullptr;
-            TileQ2N<kMR2, Q4>(h, rows_at(m), g0, g1, l, next, y + m * ldy + n, ldy);
+            TileQ2N<kMR2, Q4>(h, rows_at(m), g0, g1, l, m == 0 ? next : nullptr, y + m * ldy + n,
+                              ldy);
             m += h;
         }
     }
