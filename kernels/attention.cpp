@@ -1,10 +1,13 @@
 // Attention of a window of query rows against a KV cache, several rows at a time (Highway).
 //
 // attention_head handles one query row: each score is a dot product reduced across the lanes
-// on its own, and the output row is read and written once per key. Here 4 query rows share
-// every key and value load: scores come from 4-row x 4-key register tiles of dot products whose 16
-// lane-sums are reduced together by interleaving, and the outputs of the 4 rows stay in
-// registers across a chunk of keys. The softmax is the same streaming (flash-style) one: a
+// on its own, and the output row is read and written once per key. Here query rows share every
+// key and value load. A group of 8 or more rows (a dLLM window) puts its rows in the vector
+// lanes: queries transposed once, scores as vectors over rows from broadcast key values, the
+// softmax down the lanes (LaneGroup). Fewer rows (autoregressive decoding, a window's last
+// rows) go 4 at a time through 4-row x 4-key register tiles of dot products whose 16 lane sums
+// are reduced together by interleaving (TileChunk). Either way the outputs of 4 rows stay in
+// registers across a chunk of keys, and the softmax is the same streaming (flash-style) one: a
 // running maximum and sum per row, rescaled chunk by chunk, no score matrix beyond a chunk.
 
 #undef HWY_TARGET_INCLUDE
@@ -21,6 +24,7 @@
 #include <limits>
 
 #include "kernels/kernels.h"
+#include "quant/fp16.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace llada::kernels {
@@ -106,10 +110,11 @@ HWY_INLINE void Scores4(const float* const* q, const float* const* k, int64_t he
     }
 }
 
-// o_r[d0, d0 + nv * N) += sum_j p_r[j] v_j for R rows (1-4), the outputs in registers.
+// o_r[d0, d0 + nv * N) += sum_j p_r[j * ps] v_j for R rows (1-4), the outputs in registers.
 template <int R>
-HWY_INLINE void AccumulateValues(const float* const* p, const float* v, int64_t kv_stride,
-                                 int64_t nj, int64_t d0, int64_t nv, float* const* o) {
+HWY_INLINE void AccumulateValues(const float* const* p, int64_t ps, const float* v,
+                                 int64_t kv_stride, int64_t nj, int64_t d0, int64_t nv,
+                                 float* const* o) {
     const DF df;
     const int64_t N = static_cast<int64_t>(hn::Lanes(df));
     VF acc[R][kOutVecs];
@@ -121,7 +126,7 @@ HWY_INLINE void AccumulateValues(const float* const* p, const float* v, int64_t 
         const float* vj = v + j * kv_stride + d0;
         VF pv[R];
         for (int r = 0; r < R; ++r)
-            pv[r] = hn::Set(df, p[r][j]);
+            pv[r] = hn::Set(df, p[r][j * ps]);
         for (int64_t u = 0; u < nv; ++u) {
             const VF x = hn::LoadU(df, vj + u * N);
             for (int r = 0; r < R; ++r)
@@ -135,22 +140,22 @@ HWY_INLINE void AccumulateValues(const float* const* p, const float* v, int64_t 
 }
 
 template <int R>
-HWY_INLINE void AccumulateRows(const float* const* p, const float* v, int64_t kv_stride, int64_t nj,
-                               int64_t head_dim, float* const* o) {
+HWY_INLINE void AccumulateRows(const float* const* p, int64_t ps, const float* v, int64_t kv_stride,
+                               int64_t nj, int64_t head_dim, float* const* o) {
     const int64_t N = static_cast<int64_t>(hn::Lanes(DF()));
     int64_t d = 0;
     for (; d + kOutVecs * N <= head_dim; d += kOutVecs * N)
-        AccumulateValues<R>(p, v, kv_stride, nj, d, kOutVecs, o);
+        AccumulateValues<R>(p, ps, v, kv_stride, nj, d, kOutVecs, o);
     if (d + N <= head_dim) {
         const int64_t nv = (head_dim - d) / N;
-        AccumulateValues<R>(p, v, kv_stride, nj, d, nv, o);
+        AccumulateValues<R>(p, ps, v, kv_stride, nj, d, nv, o);
         d += nv * N;
     }
     for (; d < head_dim; ++d) {
         for (int r = 0; r < R; ++r) {
             float s = o[r][d];
             for (int64_t j = 0; j < nj; ++j)
-                s += p[r][j] * v[j * kv_stride + d];
+                s += p[r][j * ps] * v[j * kv_stride + d];
             o[r][d] = s;
         }
     }
@@ -228,7 +233,260 @@ void TileChunk(const float* const* qr, float* const* orow, const int64_t* nk, fl
         m[r] = m_new;
     }
     const float* p[kTileRows] = {s[0], s[1], s[2], s[3]};
-    AccumulateRows<R>(p, v, kv_stride, nj, head_dim, orow);
+    AccumulateRows<R>(p, 1, v, kv_stride, nj, head_dim, orow);
+}
+
+// Copies keys and values [j0, j0 + nj) out of the cache into contiguous buffers.
+HWY_INLINE void CopyChunk(const float* k, const float* v, int64_t kv_stride, int64_t j0, int64_t nj,
+                          int64_t head_dim, float* kbuf, float* vbuf) {
+    for (int64_t j = 0; j < nj; ++j) {
+        std::memcpy(kbuf + j * head_dim, k + (j0 + j) * kv_stride, head_dim * sizeof(float));
+        std::memcpy(vbuf + j * head_dim, v + (j0 + j) * kv_stride, head_dim * sizeof(float));
+    }
+}
+
+// ---- Groups of many rows: the rows in the lanes ----
+// A group of at least kLaneRows rows transposes its queries once (qt[i][r] = q_r[i], rows
+// padded to whole vectors), and a chunk's scores are vectors over rows:
+// s_c[rows] += qt[i][rows] * k_c[i], one broadcast key value per multiply-add, the tile's
+// sums in registers along the head: no lane sums, one scaling multiply per 16 scores. The softmax
+// runs down the lanes (each lane one row's maximum, sum and correction), and the values go in
+// as in the small tiles, 4 rows at a time, each row's probabilities read down a column of the
+// score buffer.
+constexpr int64_t kLaneRows = 8;
+// Keys per score tile: with 2 row vectors, 16 sums of the 32 AVX-512 registers (8 of AVX2's 16).
+constexpr int kLaneKeys = HWY_LANES(float) >= 16 ? 8 : 4;
+static_assert(kChunk % kLaneKeys == 0, "score tiles must not run past the chunk's buffer");
+constexpr int64_t kSumBlock = 32;  // head values per partial sum of a score
+
+// The next chunk's cache lines (keys then values, row by row), fetched into L2 one per step of
+// the score loops so that they arrive spread over the chunk's compute rather than in a burst
+// that waits on the line-fill buffers.
+struct NextChunkLines {
+    const float* k = nullptr;
+    const float* v = nullptr;
+    int64_t kv_stride = 0, rows = 0, lines_per_row = 0;
+    int64_t row = 0, line = 0;  // the next line: row, and line within K's then V's row
+    HWY_INLINE void step() {
+        if (row >= rows) return;
+        const int64_t kl = line < lines_per_row ? line : line - lines_per_row;
+        const float* base = line < lines_per_row ? k : v;
+        __builtin_prefetch(base + row * kv_stride + kl * (64 / sizeof(float)), 0, 2);
+        if (++line == 2 * lines_per_row) {
+            line = 0;
+            ++row;
+        }
+    }
+};
+
+// sb[c][r] (row stride kGroupRows) for keys c0 .. c0 + KC - 1 (c0 + KC <= kChunk) and the RV
+// row vectors from rv0. kc: the chunk's keys, contiguous rows of head_dim.
+template <int RV, int KC>
+HWY_INLINE void LaneScores(const float* HWY_RESTRICT qt, const float* HWY_RESTRICT kc,
+                           int64_t head_dim, float scale, int64_t c0, int64_t nj, int64_t rv0,
+                           float* HWY_RESTRICT sb, NextChunkLines& next) {
+    const DF df;
+    const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+    const float* kr[KC];
+    for (int c = 0; c < KC; ++c)
+        kr[c] = kc + std::min<int64_t>(c0 + c, nj - 1) * head_dim;
+    // The head in blocks of kSumBlock values, each summed from zero and added to the stored
+    // sums: one chain of 128 multiply-adds per score rounded more than the 4x4 tiles (test
+    // error 4-5e-6 against their 3.4e-6); in blocks of 32 it is below 4e-6.
+    const float* qp = qt + rv0 * N;
+    for (int64_t i0 = 0; i0 < head_dim; i0 += kSumBlock) {
+        VF acc[RV][KC];
+        for (int v = 0; v < RV; ++v) {
+            for (int c = 0; c < KC; ++c)
+                acc[v][c] = hn::Zero(df);
+        }
+        const int64_t i1 = std::min(head_dim, i0 + kSumBlock);
+        for (int64_t i = i0; i < i1; ++i, qp += kGroupRows) {
+            next.step();
+            VF qv[RV];
+            for (int v = 0; v < RV; ++v)
+                qv[v] = hn::Load(df, qp + v * N);
+            for (int c = 0; c < KC; ++c) {
+                const VF kb = hn::Set(df, kr[c][i]);
+                for (int v = 0; v < RV; ++v)
+                    acc[v][c] = hn::MulAdd(qv[v], kb, acc[v][c]);
+            }
+        }
+        // All KC keys (those past nj repeat the last key; the softmax reads below nj only): a
+        // loop bound known at compile time keeps acc in registers.
+        for (int c = 0; c < KC; ++c) {
+            for (int v = 0; v < RV; ++v) {
+                float* p = sb + (c0 + c) * kGroupRows + (rv0 + v) * N;
+                hn::Store(i0 == 0 ? acc[v][c] : hn::Add(hn::Load(df, p), acc[v][c]), df, p);
+            }
+        }
+    }
+    const VF vs = hn::Set(df, scale);
+    for (int c = 0; c < KC; ++c) {
+        for (int v = 0; v < RV; ++v) {
+            float* p = sb + (c0 + c) * kGroupRows + (rv0 + v) * N;
+            hn::Store(hn::Mul(hn::Load(df, p), vs), df, p);
+        }
+    }
+}
+
+// exp(-neg) per lane from the table (neg >= 0); the scalar and emulated targets, whose fp16
+// conversion differs, look each lane up.
+HWY_INLINE VF LaneExpLut(DF df, VF neg, const float* table) {
+#if HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
+    return ExpLutVec(df, neg, table);
+#else
+    HWY_ALIGN float t[hn::MaxLanes(df)];
+    hn::Store(neg, df, t);
+    for (size_t i = 0; i < hn::Lanes(df); ++i)
+        t[i] = table[quant::fp32_to_fp16(t[i]) & 0x7fff];
+    return hn::Load(df, t);
+#endif
+}
+
+// One chunk of keys [j0, j0 + nj) for a group: scores, the streaming-softmax update per lane
+// (m, l: running maximum and sum; corr: this chunk's rescale of the outputs so far), and the
+// scores replaced by probabilities. nk: each row's key count (padding rows: the group's largest).
+HWY_INLINE void LaneSoftmax(float* HWY_RESTRICT sb, int64_t nrv, const int32_t* nk, int64_t min_nk,
+                            int64_t j0, int64_t nj, float* m, float* l, float* corr,
+                            const float* exp_table) {
+    const DF df;
+    const hn::RebindToSigned<DF> di;
+    const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+    const VF neg_inf = hn::Set(df, -std::numeric_limits<float>::infinity());
+    for (int64_t rv = 0; rv < nrv; ++rv) {
+        float* col = sb + rv * N;
+        const auto nkv = hn::Load(di, nk + rv * N);
+        VF cmax = neg_inf;
+        for (int64_t c = 0; c < nj; ++c) {
+            VF sc = hn::Load(df, col + c * kGroupRows);
+            if (j0 + c >= min_nk) {  // some row of the group has no key j0 + c
+                sc = hn::IfThenElse(
+                    hn::RebindMask(df, hn::Lt(hn::Set(di, static_cast<int32_t>(j0 + c)), nkv)), sc,
+                    neg_inf);
+                hn::Store(sc, df, col + c * kGroupRows);
+            }
+            cmax = hn::Max(cmax, sc);
+        }
+        const VF m_old = hn::Load(df, m + rv * N);
+        const VF m_new = hn::Max(m_old, cmax);
+        // A row with no key yet (m = -inf) subtracts 0 instead: its scores (-inf) give 0, and
+        // it has nothing to rescale.
+        const auto live = hn::Ne(m_new, neg_inf);
+        const VF ms = hn::IfThenElseZero(live, m_new);
+        const auto seen = hn::Ne(m_old, neg_inf);
+        VF sum = hn::Zero(df);
+        VF cv;
+        if (exp_table != nullptr) {
+            cv = hn::IfThenElseZero(seen, LaneExpLut(df, hn::Sub(ms, m_old), exp_table));
+            for (int64_t c = 0; c < nj; ++c) {
+                float* sp = col + c * kGroupRows;
+                const VF e = LaneExpLut(df, hn::Sub(ms, hn::Load(df, sp)), exp_table);
+                hn::Store(e, df, sp);
+                sum = hn::Add(sum, e);
+            }
+        } else {
+            cv = hn::IfThenElseZero(seen, hn::CallExp(df, hn::Sub(m_old, ms)));
+            for (int64_t c = 0; c < nj; ++c) {
+                float* sp = col + c * kGroupRows;
+                const VF e = hn::CallExp(df, hn::Sub(hn::Load(df, sp), ms));
+                hn::Store(e, df, sp);
+                sum = hn::Add(sum, e);
+            }
+        }
+        hn::Store(hn::MulAdd(hn::Load(df, l + rv * N), cv, sum), df, l + rv * N);
+        hn::Store(m_new, df, m + rv * N);
+        hn::Store(cv, df, corr + rv * N);
+    }
+}
+
+// A group of gn >= kLaneRows rows (gn <= kGroupRows), head_dim <= kMaxCopyDim.
+void LaneGroup(const float* q, int64_t q_stride, int64_t gn, const int64_t* n_kv, const float* k,
+               const float* v, int64_t kv_stride, int64_t head_dim, float scale, float* out,
+               int64_t out_stride, const float* exp_table) {
+    const DF df;
+    const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+    const int64_t nrv = (gn + N - 1) / N;
+    HWY_ALIGN float qt[kMaxCopyDim * kGroupRows];
+    HWY_ALIGN float kbuf[kChunk * kMaxCopyDim];
+    HWY_ALIGN float vbuf[kChunk * kMaxCopyDim];
+    HWY_ALIGN float sb[kChunk * kGroupRows];
+    HWY_ALIGN float m[kGroupRows], l[kGroupRows], corr[kGroupRows];
+    HWY_ALIGN int32_t nk[kGroupRows];
+    int64_t max_kv = 0, min_nk = std::numeric_limits<int64_t>::max();
+    for (int64_t r = 0; r < gn; ++r) {
+        max_kv = std::max(max_kv, n_kv[r]);
+        min_nk = std::min(min_nk, n_kv[r]);
+    }
+    for (int64_t r = 0; r < nrv * N; ++r) {
+        m[r] = -std::numeric_limits<float>::infinity();
+        l[r] = 0.0f;
+        nk[r] = static_cast<int32_t>(r < gn ? n_kv[r] : max_kv);
+    }
+    // The transpose, one gather per row vector and head value; padding lanes repeat the last
+    // row (their results are never read).
+    const hn::RebindToSigned<DF> di;
+    for (int64_t rv = 0; rv < nrv; ++rv) {
+        const auto idx = hn::Mul(hn::Min(hn::Iota(di, static_cast<int32_t>(rv * N)),
+                                         hn::Set(di, static_cast<int32_t>(gn - 1))),
+                                 hn::Set(di, static_cast<int32_t>(q_stride)));
+        for (int64_t i = 0; i < head_dim; ++i)
+            hn::Store(hn::GatherIndex(df, q + i, idx), df, qt + i * kGroupRows + rv * N);
+    }
+    for (int64_t r = 0; r < gn; ++r)
+        std::fill(out + r * out_stride, out + r * out_stride + head_dim, 0.0f);
+    for (int64_t j0 = 0; j0 < max_kv; j0 += kChunk) {
+        const int64_t nj = std::min(kChunk, max_kv - j0);
+        CopyChunk(k, v, kv_stride, j0, nj, head_dim, kbuf, vbuf);
+        NextChunkLines next{k + (j0 + nj) * kv_stride, v + (j0 + nj) * kv_stride, kv_stride,
+                            std::min(kChunk, max_kv - j0 - nj),
+                            (head_dim * static_cast<int64_t>(sizeof(float)) + 63) / 64};
+        for (int64_t c0 = 0; c0 < nj; c0 += kLaneKeys) {
+            int64_t rv = 0;
+            for (; rv + 2 <= nrv; rv += 2)
+                LaneScores<2, kLaneKeys>(qt, kbuf, head_dim, scale, c0, nj, rv, sb, next);
+            if (rv < nrv) LaneScores<1, kLaneKeys>(qt, kbuf, head_dim, scale, c0, nj, rv, sb, next);
+        }
+        LaneSoftmax(sb, nrv, nk, min_nk, j0, nj, m, l, corr, exp_table);
+        for (int64_t r = 0; r < gn; ++r) {
+            if (corr[r] == 1.0f) continue;
+            float* o = out + r * out_stride;
+            const VF cv = hn::Set(df, corr[r]);
+            int64_t d = 0;
+            for (; d + N <= head_dim; d += N)
+                hn::StoreU(hn::Mul(hn::LoadU(df, o + d), cv), df, o + d);
+            for (; d < head_dim; ++d)
+                o[d] *= corr[r];
+        }
+        for (int64_t t0 = 0; t0 < gn; t0 += kTileRows) {
+            const int rows = static_cast<int>(std::min<int64_t>(kTileRows, gn - t0));
+            const float* p[kTileRows] = {};
+            float* orow[kTileRows] = {};
+            for (int r = 0; r < rows; ++r) {
+                p[r] = sb + t0 + r;
+                orow[r] = out + (t0 + r) * out_stride;
+            }
+            switch (rows) {
+                case 4:
+                    AccumulateRows<4>(p, kGroupRows, vbuf, head_dim, nj, head_dim, orow);
+                    break;
+                case 3:
+                    AccumulateRows<3>(p, kGroupRows, vbuf, head_dim, nj, head_dim, orow);
+                    break;
+                case 2:
+                    AccumulateRows<2>(p, kGroupRows, vbuf, head_dim, nj, head_dim, orow);
+                    break;
+                default:
+                    AccumulateRows<1>(p, kGroupRows, vbuf, head_dim, nj, head_dim, orow);
+            }
+        }
+    }
+    for (int64_t r = 0; r < gn; ++r) {
+        const float inv = 1.0f / l[r];
+        float* o = out + r * out_stride;
+        for (int64_t d = 0; d < head_dim; ++d)
+            o[d] *= inv;
+    }
 }
 
 // Rows go in groups of up to kGroupRows whose softmax state is kept while each chunk of keys
@@ -243,6 +501,11 @@ void AttentionRows(const float* q, int64_t q_stride, int64_t n_q, const int64_t*
     HWY_ALIGN float vbuf[kChunk * kMaxCopyDim];
     for (int64_t g0 = 0; g0 < n_q; g0 += kGroupRows) {
         const int64_t gn = std::min(kGroupRows, n_q - g0);
+        if (gn >= kLaneRows && head_dim <= kMaxCopyDim) {
+            LaneGroup(q + g0 * q_stride, q_stride, gn, n_kv + g0, k, v, kv_stride, head_dim, scale,
+                      out + g0 * out_stride, out_stride, exp_table);
+            continue;
+        }
         float m[kGroupRows], l[kGroupRows];
         int64_t max_kv = 0;
         for (int64_t r = 0; r < gn; ++r) {
@@ -259,10 +522,7 @@ void AttentionRows(const float* q, int64_t q_stride, int64_t n_q, const int64_t*
             const float* vc = v + j0 * kv_stride;
             int64_t stride = kv_stride;
             if (copy) {
-                for (int64_t j = 0; j < nj; ++j) {
-                    std::memcpy(kbuf + j * head_dim, kc + j * kv_stride, head_dim * sizeof(float));
-                    std::memcpy(vbuf + j * head_dim, vc + j * kv_stride, head_dim * sizeof(float));
-                }
+                CopyChunk(k, v, kv_stride, j0, nj, head_dim, kbuf, vbuf);
                 kc = kbuf;
                 vc = vbuf;
                 stride = head_dim;

@@ -334,15 +334,16 @@ TEST(Kernels, StreamingAttentionMatchesTwoPassSoftmax) {
 }
 
 // The multi-row kernel against the same two-pass double-precision twin, row by row: head sizes
-// with and without a vector tail and one too large for the chunk copy, tiles of 1-4 rows (n_q not a
-// multiple of 4) and more than one 32-row group, all rows on the same keys (a dLLM window) or each
+// with and without a vector tail and one too large for the chunk copy, groups below 8 rows (4-row
+// tiles; n_q not a multiple of 4) and from 8 rows (rows in the lanes: 8, 9, 16, partial vectors
+// padded), more than one 32-row group, all rows on the same keys (a dLLM window) or each
 // on its own prefix (causal, n_kv[r] = first + r), key counts across the 32-key chunk boundaries.
 // Tolerance: float32 rounding relative to the output's size (the one-row kernel is off by up to
 // 3.4e-6 x (1 + |want|) on these cases at 128 values, 2.1e-5 at 320).
 TEST(Kernels, MultiRowAttentionMatchesTwoPassSoftmax) {
     for (int64_t hd : {32, 33, 40, 128, 320}) {
         const int64_t stride = 2 * hd + 16, q_stride = hd + 8, o_stride = hd + 4;
-        for (int64_t n_q : {1, 3, 4, 9, 37}) {
+        for (int64_t n_q : {1, 3, 4, 8, 9, 16, 37}) {
             for (int64_t first : {1, 5, 64, 65, 300}) {
                 for (bool causal : {false, true}) {
                     const int64_t max_kv = first + (causal ? n_q - 1 : 0);
