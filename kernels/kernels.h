@@ -73,8 +73,9 @@ void rope_row(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, const 
 void attention_head(const float* q, const float* k, const float* v, int64_t kv_stride, int64_t n_kv,
                     int64_t head_dim, float scale, float* out);
 // The same for n_q query rows of one head (rows of stride q_stride, outputs of stride
-// out_stride), row r against keys [0, n_kv[r]) (n_kv[r] >= 1): 4 rows share each key and value
-// load (kernels/attention.cpp); the engine's attention. exp_table: nullptr for the exact
+// out_stride), row r against keys [0, n_kv[r]) (n_kv[r] >= 1): the rows share each key and value
+// load (groups of 8+ rows in the vector lanes, fewer in 4-row tiles; kernels/attention.cpp); the
+// engine's attention. exp_table: nullptr for the exact
 // (polynomial) exp, or ExpLut::data() (kernels/lut.h) to take the softmax's exponentials from
 // the table. attention_head stays as the one-row baseline the kernel is measured against.
 void attention_rows(const float* q, int64_t q_stride, int64_t n_q, const int64_t* n_kv,
