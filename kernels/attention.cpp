@@ -36,6 +36,7 @@ constexpr int64_t kChunk = 32;        // keys per softmax rescale (their K and V
 constexpr int64_t kGroupRows = 32;    // rows sharing each chunk of keys
 constexpr int64_t kMaxCopyDim = 256;  // largest head copied into contiguous chunk buffers
 constexpr int64_t kOutVecs = 4;       // output vectors per row held in registers in the PV loop
+constexpr int64_t kSumBlock = 32;     // head values per partial sum of a one-lane score chain
 
 using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
@@ -52,16 +53,9 @@ HWY_INLINE void StoreBlockSum(D d, hn::Vec<D> v, float* HWY_RESTRICT out) {
         hn::StoreU(v, d, out);
     }
 }
-#endif
 
-// out[c] = the sum of the lanes of a_c, c = 0..3.
+// out[c] = the sum of the lanes of a_c, c = 0..3 (the scalar target sums in Scores4 itself).
 HWY_INLINE void Sum4(DF df, VF a0, VF a1, VF a2, VF a3, float* HWY_RESTRICT out) {
-#if HWY_TARGET == HWY_SCALAR
-    out[0] = hn::GetLane(a0);
-    out[1] = hn::GetLane(a1);
-    out[2] = hn::GetLane(a2);
-    out[3] = hn::GetLane(a3);
-#else
     // Within each 128-bit block: x01 = (a0, a1, a0, a1) partial sums, then 64-bit interleaving
     // gives (a0, a1, a2, a3); the blocks are added last.
     const hn::Repartition<uint64_t, DF> du;
@@ -71,13 +65,29 @@ HWY_INLINE void Sum4(DF df, VF a0, VF a1, VF a2, VF a3, float* HWY_RESTRICT out)
     const VF y = hn::Add(hn::BitCast(df, hn::InterleaveLower(du, u01, u23)),
                          hn::BitCast(df, hn::InterleaveUpper(du, u01, u23)));
     StoreBlockSum(df, y, out);
-#endif
 }
+#endif  // HWY_TARGET != HWY_SCALAR
 
 // s[r][c] = q_r . k_c for R rows (1-4) and 4 keys over head_dim values.
 template <int R>
 HWY_INLINE void Scores4(const float* const* q, const float* const* k, int64_t head_dim,
                         float (*s)[4]) {
+#if HWY_TARGET == HWY_SCALAR
+    // One lane: a head summed in one chain would round several times more than the vector
+    // targets' lanes do; partial sums over blocks of kSumBlock values instead.
+    for (int r = 0; r < R; ++r) {
+        for (int c = 0; c < 4; ++c) {
+            float total = 0.0f;
+            for (int64_t i0 = 0; i0 < head_dim; i0 += kSumBlock) {
+                float part = 0.0f;
+                for (int64_t i = i0; i < std::min(head_dim, i0 + kSumBlock); ++i)
+                    part += q[r][i] * k[c][i];
+                total += part;
+            }
+            s[r][c] = total;
+        }
+    }
+#else
     const DF df;
     const int64_t N = static_cast<int64_t>(hn::Lanes(df));
     VF acc[R][4];
@@ -108,6 +118,7 @@ HWY_INLINE void Scores4(const float* const* q, const float* const* k, int64_t he
                 s[r][c] += q[r][t] * k[c][t];
         }
     }
+#endif
 }
 
 // o_r[d0, d0 + nv * N) += sum_j p_r[j * ps] v_j for R rows (1-4), the outputs in registers.
@@ -257,7 +268,6 @@ constexpr int64_t kLaneRows = 8;
 // Keys per score tile: with 2 row vectors, 16 sums of the 32 AVX-512 registers (8 of AVX2's 16).
 constexpr int kLaneKeys = HWY_LANES(float) >= 16 ? 8 : 4;
 static_assert(kChunk % kLaneKeys == 0, "score tiles must not run past the chunk's buffer");
-constexpr int64_t kSumBlock = 32;  // head values per partial sum of a score
 
 // The next chunk's cache lines (keys then values, row by row), fetched into L2 one per step of
 // the score loops so that they arrive spread over the chunk's compute rather than in a burst
@@ -437,15 +447,25 @@ void LaneGroup(const float* q, int64_t q_stride, int64_t gn, const int64_t* n_kv
         std::fill(out + r * out_stride, out + r * out_stride + head_dim, 0.0f);
     for (int64_t j0 = 0; j0 < max_kv; j0 += kChunk) {
         const int64_t nj = std::min(kChunk, max_kv - j0);
-        CopyChunk(k, v, kv_stride, j0, nj, head_dim, kbuf, vbuf);
-        NextChunkLines next{k + (j0 + nj) * kv_stride, v + (j0 + nj) * kv_stride, kv_stride,
-                            std::min(kChunk, max_kv - j0 - nj),
-                            (head_dim * static_cast<int64_t>(sizeof(float)) + 63) / 64};
+        // Keys already contiguous (the engine's head-major cache) are read in place, a
+        // sequential stream the hardware prefetchers follow; others are copied, and their next
+        // chunk prefetched, which the hardware does not do for rows this far apart.
+        const float* kc = k + j0 * kv_stride;
+        const float* vc = v + j0 * kv_stride;
+        NextChunkLines next;
+        if (kv_stride != head_dim) {
+            CopyChunk(k, v, kv_stride, j0, nj, head_dim, kbuf, vbuf);
+            kc = kbuf;
+            vc = vbuf;
+            next = {k + (j0 + nj) * kv_stride, v + (j0 + nj) * kv_stride, kv_stride,
+                    std::min(kChunk, max_kv - j0 - nj),
+                    (head_dim * static_cast<int64_t>(sizeof(float)) + 63) / 64};
+        }
         for (int64_t c0 = 0; c0 < nj; c0 += kLaneKeys) {
             int64_t rv = 0;
             for (; rv + 2 <= nrv; rv += 2)
-                LaneScores<2, kLaneKeys>(qt, kbuf, head_dim, scale, c0, nj, rv, sb, next);
-            if (rv < nrv) LaneScores<1, kLaneKeys>(qt, kbuf, head_dim, scale, c0, nj, rv, sb, next);
+                LaneScores<2, kLaneKeys>(qt, kc, head_dim, scale, c0, nj, rv, sb, next);
+            if (rv < nrv) LaneScores<1, kLaneKeys>(qt, kc, head_dim, scale, c0, nj, rv, sb, next);
         }
         LaneSoftmax(sb, nrv, nk, min_nk, j0, nj, m, l, corr, exp_table);
         for (int64_t r = 0; r < gn; ++r) {
@@ -468,16 +488,16 @@ void LaneGroup(const float* q, int64_t q_stride, int64_t gn, const int64_t* n_kv
             }
             switch (rows) {
                 case 4:
-                    AccumulateRows<4>(p, kGroupRows, vbuf, head_dim, nj, head_dim, orow);
+                    AccumulateRows<4>(p, kGroupRows, vc, head_dim, nj, head_dim, orow);
                     break;
                 case 3:
-                    AccumulateRows<3>(p, kGroupRows, vbuf, head_dim, nj, head_dim, orow);
+                    AccumulateRows<3>(p, kGroupRows, vc, head_dim, nj, head_dim, orow);
                     break;
                 case 2:
-                    AccumulateRows<2>(p, kGroupRows, vbuf, head_dim, nj, head_dim, orow);
+                    AccumulateRows<2>(p, kGroupRows, vc, head_dim, nj, head_dim, orow);
                     break;
                 default:
-                    AccumulateRows<1>(p, kGroupRows, vbuf, head_dim, nj, head_dim, orow);
+                    AccumulateRows<1>(p, kGroupRows, vc, head_dim, nj, head_dim, orow);
             }
         }
     }

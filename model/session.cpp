@@ -12,7 +12,7 @@ Session::Session(const Model& model, runtime::Device& device, int n_seq, int n_p
         throw Error("a canvas of " + std::to_string(n_pos) +
                     " positions exceeds the model's context length " + std::to_string(hp.n_ctx));
     }
-    kv_ = runtime::KvCache(hp.n_layer, n_seq, n_pos, hp.n_kv_head * hp.head_dim);
+    kv_ = runtime::KvCache(hp.n_layer, n_seq, n_pos, hp.n_kv_head, hp.head_dim);
 }
 
 runtime::CompiledPlan& Session::compiled(Model::Head head) {

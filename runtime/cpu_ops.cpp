@@ -131,14 +131,18 @@ void CpuOps::run(const ArenaView& a, LmHeadScratch& s, const Op& op, const Batch
             return;
         }
         case OpKind::StoreKV: {
-            const int64_t kd = kv.kv_dim();
+            const int64_t kd = kv.kv_dim(), hd = kv.head_dim();
             const float* k = a.f32(op.in0);
             const float* v = a.f32(op.in1);
             parallel_ranges(b.n_rows, 2 * kd, [&](int64_t lo, int64_t hi) {
                 for (int64_t r = lo; r < hi; ++r) {
                     assert(b.pos[r] >= 0 && b.pos[r] < kv.n_pos() && b.seq[r] < kv.n_seq());
-                    std::memcpy(kv.k(op.layer, b.seq[r], b.pos[r]), k + r * kd, sizeof(float) * kd);
-                    std::memcpy(kv.v(op.layer, b.seq[r], b.pos[r]), v + r * kd, sizeof(float) * kd);
+                    for (int h = 0; h < kv.n_kv_head(); ++h) {
+                        std::memcpy(kv.k(op.layer, b.seq[r], h, b.pos[r]), k + r * kd + h * hd,
+                                    sizeof(float) * hd);
+                        std::memcpy(kv.v(op.layer, b.seq[r], h, b.pos[r]), v + r * kd + h * hd,
+                                    sizeof(float) * hd);
+                    }
                 }
             });
             return;
@@ -167,11 +171,10 @@ void CpuOps::run(const ArenaView& a, LmHeadScratch& s, const Op& op, const Batch
                             int64_t e = r;
                             for (; e < r1 && b.seq[e] == s; ++e)
                                 n_kv[e - r] = op.causal ? b.pos[e] + 1 : b.kv_len[s];
-                            kernels::attention_rows(q + r * cols + h * op.head_dim, cols, e - r,
-                                                    n_kv, kv.k(op.layer, s, 0) + kvh * op.head_dim,
-                                                    kv.v(op.layer, s, 0) + kvh * op.head_dim,
-                                                    kv.kv_dim(), op.head_dim, scale,
-                                                    out + r * cols + h * op.head_dim, cols, table);
+                            kernels::attention_rows(
+                                q + r * cols + h * op.head_dim, cols, e - r, n_kv,
+                                kv.k(op.layer, s, kvh, 0), kv.v(op.layer, s, kvh, 0), op.head_dim,
+                                op.head_dim, scale, out + r * cols + h * op.head_dim, cols, table);
                             r = e;
                         }
                     }

@@ -337,40 +337,46 @@ TEST(Kernels, StreamingAttentionMatchesTwoPassSoftmax) {
 // with and without a vector tail and one too large for the chunk copy, groups below 8 rows (4-row
 // tiles; n_q not a multiple of 4) and from 8 rows (rows in the lanes: 8, 9, 16, partial vectors
 // padded), more than one 32-row group, all rows on the same keys (a dLLM window) or each
-// on its own prefix (causal, n_kv[r] = first + r), key counts across the 32-key chunk boundaries.
-// Tolerance: float32 rounding relative to the output's size (the one-row kernel is off by up to
-// 3.4e-6 x (1 + |want|) on these cases at 128 values, 2.1e-5 at 320).
+// on its own prefix (causal, n_kv[r] = first + r), key counts across the 32-key chunk boundaries,
+// keys and values rows apart (copied per chunk) or contiguous (read in place, as from the
+// engine's head-major cache). Tolerance: float32 rounding relative to the output's size (the
+// one-row kernel is off by up to 3.4e-6 x (1 + |want|) on these cases at 128 values, 2.1e-5 at
+// 320).
 TEST(Kernels, MultiRowAttentionMatchesTwoPassSoftmax) {
     for (int64_t hd : {32, 33, 40, 128, 320}) {
-        const int64_t stride = 2 * hd + 16, q_stride = hd + 8, o_stride = hd + 4;
-        for (int64_t n_q : {1, 3, 4, 8, 9, 16, 37}) {
-            for (int64_t first : {1, 5, 64, 65, 300}) {
-                for (bool causal : {false, true}) {
-                    const int64_t max_kv = first + (causal ? n_q - 1 : 0);
-                    auto q = random_vec(static_cast<size_t>(n_q * q_stride), 51, 2.0f);
-                    auto k = random_vec(static_cast<size_t>(max_kv * stride), 52);
-                    auto v = random_vec(static_cast<size_t>(max_kv * stride), 53);
-                    std::vector<int64_t> n_kv(n_q);
-                    for (int64_t r = 0; r < n_q; ++r)
-                        n_kv[r] = causal ? first + r : first;
-                    std::vector<float> want(n_q * o_stride, 0.0f);
-                    for (int64_t r = 0; r < n_q; ++r) {
-                        ref::attention_head(q.data() + r * q_stride, k.data() + hd, v.data() + hd,
-                                            stride, n_kv[r], hd, 0.3f, want.data() + r * o_stride);
-                    }
-                    for_each_target([&] {
-                        std::vector<float> got(n_q * o_stride, 0.0f);
-                        attention_rows(q.data(), q_stride, n_q, n_kv.data(), k.data() + hd,
-                                       v.data() + hd, stride, hd, 0.3f, got.data(), o_stride);
-                        // Longer dot products round more: at 320 values the one-row kernel's
-                        // own error on these rows reaches 2.1e-5.
-                        const float tol = hd > 128 ? 2.5e-5f : 5e-6f;
-                        for (size_t i = 0; i < got.size(); ++i) {
-                            ASSERT_NEAR(got[i], want[i], tol * (1.0f + std::fabs(want[i])))
-                                << "hd=" << hd << " n_q=" << n_q << " first=" << first
-                                << " causal=" << causal << " i=" << i;
+        const int64_t q_stride = hd + 8, o_stride = hd + 4;
+        for (int64_t stride : {2 * hd + 16, hd}) {
+            for (int64_t n_q : {1, 3, 4, 8, 9, 16, 37}) {
+                for (int64_t first : {1, 5, 64, 65, 300}) {
+                    for (bool causal : {false, true}) {
+                        const int64_t max_kv = first + (causal ? n_q - 1 : 0);
+                        auto q = random_vec(static_cast<size_t>(n_q * q_stride), 51, 2.0f);
+                        // Keys and values start hd floats in (a head slice), so one row more.
+                        auto k = random_vec(static_cast<size_t>((max_kv + 1) * stride), 52);
+                        auto v = random_vec(static_cast<size_t>((max_kv + 1) * stride), 53);
+                        std::vector<int64_t> n_kv(n_q);
+                        for (int64_t r = 0; r < n_q; ++r)
+                            n_kv[r] = causal ? first + r : first;
+                        std::vector<float> want(n_q * o_stride, 0.0f);
+                        for (int64_t r = 0; r < n_q; ++r) {
+                            ref::attention_head(q.data() + r * q_stride, k.data() + hd,
+                                                v.data() + hd, stride, n_kv[r], hd, 0.3f,
+                                                want.data() + r * o_stride);
                         }
-                    });
+                        for_each_target([&] {
+                            std::vector<float> got(n_q * o_stride, 0.0f);
+                            attention_rows(q.data(), q_stride, n_q, n_kv.data(), k.data() + hd,
+                                           v.data() + hd, stride, hd, 0.3f, got.data(), o_stride);
+                            // Longer dot products round more: at 320 values the one-row kernel's
+                            // own error on these rows reaches 2.1e-5.
+                            const float tol = hd > 128 ? 2.5e-5f : 5e-6f;
+                            for (size_t i = 0; i < got.size(); ++i) {
+                                ASSERT_NEAR(got[i], want[i], tol * (1.0f + std::fabs(want[i])))
+                                    << "hd=" << hd << " n_q=" << n_q << " first=" << first
+                                    << " causal=" << causal << " stride=" << stride << " i=" << i;
+                            }
+                        });
+                    }
                 }
             }
         }
