@@ -22,9 +22,12 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
+#include <type_traits>
 
 #include "kernels/kernels.h"
 #include "quant/fp16.h"
+#include "util/error.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace llada::kernels {
@@ -247,12 +250,31 @@ void TileChunk(const float* const* qr, float* const* orow, const int64_t* nk, fl
     AccumulateRows<R>(p, 1, v, kv_stride, nj, head_dim, orow);
 }
 
-// Copies keys and values [j0, j0 + nj) out of the cache into contiguous buffers.
-HWY_INLINE void CopyChunk(const float* k, const float* v, int64_t kv_stride, int64_t j0, int64_t nj,
+// Copies keys and values [j0, j0 + nj) out of the cache into contiguous float buffers; fp16
+// ones (T = uint16_t: the fp16 cache's bits) are widened on the way.
+HWY_INLINE void CopyRow(const float* src, int64_t n, float* dst) {
+    std::memcpy(dst, src, n * sizeof(float));
+}
+HWY_INLINE void CopyRow(const uint16_t* src, int64_t n, float* dst) {
+    int64_t i = 0;
+#if HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
+    const DF df;
+    const hn::Rebind<hwy::float16_t, DF> dh;
+    const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+    for (; i + N <= n; i += N)
+        hn::StoreU(
+            hn::PromoteTo(df, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(src + i))), df,
+            dst + i);
+#endif
+    for (; i < n; ++i)
+        dst[i] = quant::fp16_to_fp32(src[i]);
+}
+template <typename T>
+HWY_INLINE void CopyChunk(const T* k, const T* v, int64_t kv_stride, int64_t j0, int64_t nj,
                           int64_t head_dim, float* kbuf, float* vbuf) {
     for (int64_t j = 0; j < nj; ++j) {
-        std::memcpy(kbuf + j * head_dim, k + (j0 + j) * kv_stride, head_dim * sizeof(float));
-        std::memcpy(vbuf + j * head_dim, v + (j0 + j) * kv_stride, head_dim * sizeof(float));
+        CopyRow(k + (j0 + j) * kv_stride, head_dim, kbuf + j * head_dim);
+        CopyRow(v + (j0 + j) * kv_stride, head_dim, vbuf + j * head_dim);
     }
 }
 
@@ -273,15 +295,15 @@ static_assert(kChunk % kLaneKeys == 0, "score tiles must not run past the chunk'
 // the score loops so that they arrive spread over the chunk's compute rather than in a burst
 // that waits on the line-fill buffers.
 struct NextChunkLines {
-    const float* k = nullptr;
-    const float* v = nullptr;
-    int64_t kv_stride = 0, rows = 0, lines_per_row = 0;
+    const char* k = nullptr;
+    const char* v = nullptr;
+    int64_t row_bytes = 0, rows = 0, lines_per_row = 0;  // row_bytes: the cache's row stride
     int64_t row = 0, line = 0;  // the next line: row, and line within K's then V's row
     HWY_INLINE void step() {
         if (row >= rows) return;
         const int64_t kl = line < lines_per_row ? line : line - lines_per_row;
-        const float* base = line < lines_per_row ? k : v;
-        __builtin_prefetch(base + row * kv_stride + kl * (64 / sizeof(float)), 0, 2);
+        const char* base = line < lines_per_row ? k : v;
+        __builtin_prefetch(base + row * row_bytes + kl * 64, 0, 2);
         if (++line == 2 * lines_per_row) {
             line = 0;
             ++row;
@@ -411,8 +433,9 @@ HWY_INLINE void LaneSoftmax(float* HWY_RESTRICT sb, int64_t nrv, const int32_t* 
 }
 
 // A group of gn >= kLaneRows rows (gn <= kGroupRows), head_dim <= kMaxCopyDim.
-void LaneGroup(const float* q, int64_t q_stride, int64_t gn, const int64_t* n_kv, const float* k,
-               const float* v, int64_t kv_stride, int64_t head_dim, float scale, float* out,
+template <typename T>
+void LaneGroup(const float* q, int64_t q_stride, int64_t gn, const int64_t* n_kv, const T* k,
+               const T* v, int64_t kv_stride, int64_t head_dim, float scale, float* out,
                int64_t out_stride, const float* exp_table) {
     const DF df;
     const int64_t N = static_cast<int64_t>(hn::Lanes(df));
@@ -447,19 +470,25 @@ void LaneGroup(const float* q, int64_t q_stride, int64_t gn, const int64_t* n_kv
         std::fill(out + r * out_stride, out + r * out_stride + head_dim, 0.0f);
     for (int64_t j0 = 0; j0 < max_kv; j0 += kChunk) {
         const int64_t nj = std::min(kChunk, max_kv - j0);
-        // Keys already contiguous (the engine's head-major cache) are read in place, a
-        // sequential stream the hardware prefetchers follow; others are copied, and their next
-        // chunk prefetched, which the hardware does not do for rows this far apart.
-        const float* kc = k + j0 * kv_stride;
-        const float* vc = v + j0 * kv_stride;
+        // Float keys already contiguous (the engine's head-major cache) are read in place, a
+        // sequential stream the hardware prefetchers follow; others are copied (fp16 ones
+        // widened), and rows far apart have their next chunk prefetched, which the hardware
+        // does not do for them.
+        const float* kc = kbuf;
+        const float* vc = vbuf;
         NextChunkLines next;
-        if (kv_stride != head_dim) {
+        if (std::is_same_v<T, float> && kv_stride == head_dim) {
+            kc = reinterpret_cast<const float*>(k) + j0 * kv_stride;
+            vc = reinterpret_cast<const float*>(v) + j0 * kv_stride;
+        } else {
             CopyChunk(k, v, kv_stride, j0, nj, head_dim, kbuf, vbuf);
-            kc = kbuf;
-            vc = vbuf;
-            next = {k + (j0 + nj) * kv_stride, v + (j0 + nj) * kv_stride, kv_stride,
-                    std::min(kChunk, max_kv - j0 - nj),
-                    (head_dim * static_cast<int64_t>(sizeof(float)) + 63) / 64};
+            if (kv_stride != head_dim) {
+                const int64_t row_bytes = kv_stride * static_cast<int64_t>(sizeof(T));
+                next = {reinterpret_cast<const char*>(k + (j0 + nj) * kv_stride),
+                        reinterpret_cast<const char*>(v + (j0 + nj) * kv_stride), row_bytes,
+                        std::min(kChunk, max_kv - j0 - nj),
+                        (head_dim * static_cast<int64_t>(sizeof(T)) + 63) / 64};
+            }
         }
         for (int64_t c0 = 0; c0 < nj; c0 += kLaneKeys) {
             int64_t rv = 0;
@@ -514,16 +543,20 @@ void LaneGroup(const float* q, int64_t q_stride, int64_t gn, const int64_t* n_kv
 // cache row apart (kv_stride floats, often a multiple of 4 KiB), so they fall into the same few
 // L1 sets and evict each other; a group of more than one tile copies the chunk into contiguous
 // buffers first, which then stay in L1.
-void AttentionRows(const float* q, int64_t q_stride, int64_t n_q, const int64_t* n_kv,
-                   const float* k, const float* v, int64_t kv_stride, int64_t head_dim, float scale,
-                   float* out, int64_t out_stride, const float* exp_table) {
+// Keys and values of type T: float, or uint16_t for fp16 bits, which are always copied (and
+// widened) chunk by chunk, so head_dim <= kMaxCopyDim for them.
+template <typename T>
+void AttentionRowsT(const float* q, int64_t q_stride, int64_t n_q, const int64_t* n_kv, const T* k,
+                    const T* v, int64_t kv_stride, int64_t head_dim, float scale, float* out,
+                    int64_t out_stride, const float* exp_table) {
+    constexpr bool kF16 = std::is_same_v<T, uint16_t>;
     HWY_ALIGN float kbuf[kChunk * kMaxCopyDim];
     HWY_ALIGN float vbuf[kChunk * kMaxCopyDim];
     for (int64_t g0 = 0; g0 < n_q; g0 += kGroupRows) {
         const int64_t gn = std::min(kGroupRows, n_q - g0);
         if (gn >= kLaneRows && head_dim <= kMaxCopyDim) {
-            LaneGroup(q + g0 * q_stride, q_stride, gn, n_kv + g0, k, v, kv_stride, head_dim, scale,
-                      out + g0 * out_stride, out_stride, exp_table);
+            LaneGroup<T>(q + g0 * q_stride, q_stride, gn, n_kv + g0, k, v, kv_stride, head_dim,
+                         scale, out + g0 * out_stride, out_stride, exp_table);
             continue;
         }
         float m[kGroupRows], l[kGroupRows];
@@ -535,17 +568,19 @@ void AttentionRows(const float* q, int64_t q_stride, int64_t n_q, const int64_t*
             float* o = out + (g0 + r) * out_stride;
             std::fill(o, o + head_dim, 0.0f);
         }
-        const bool copy = gn > kTileRows && head_dim <= kMaxCopyDim && kv_stride != head_dim;
+        const bool copy =
+            kF16 || (gn > kTileRows && head_dim <= kMaxCopyDim && kv_stride != head_dim);
         for (int64_t j0 = 0; j0 < max_kv; j0 += kChunk) {
             const int64_t nj = std::min(kChunk, max_kv - j0);
-            const float* kc = k + j0 * kv_stride;
-            const float* vc = v + j0 * kv_stride;
-            int64_t stride = kv_stride;
+            const float* kc = kbuf;
+            const float* vc = vbuf;
+            int64_t stride = head_dim;
             if (copy) {
                 CopyChunk(k, v, kv_stride, j0, nj, head_dim, kbuf, vbuf);
-                kc = kbuf;
-                vc = vbuf;
-                stride = head_dim;
+            } else {
+                kc = reinterpret_cast<const float*>(k) + j0 * kv_stride;
+                vc = reinterpret_cast<const float*>(v) + j0 * kv_stride;
+                stride = kv_stride;
             }
             for (int64_t t0 = 0; t0 < gn; t0 += kTileRows) {
                 const int rows = static_cast<int>(std::min<int64_t>(kTileRows, gn - t0));
@@ -574,6 +609,19 @@ void AttentionRows(const float* q, int64_t q_stride, int64_t n_q, const int64_t*
     }
 }
 
+void AttentionRows(const float* q, int64_t q_stride, int64_t n_q, const int64_t* n_kv,
+                   const float* k, const float* v, int64_t kv_stride, int64_t head_dim, float scale,
+                   float* out, int64_t out_stride, const float* exp_table) {
+    AttentionRowsT(q, q_stride, n_q, n_kv, k, v, kv_stride, head_dim, scale, out, out_stride,
+                   exp_table);
+}
+void AttentionRowsF16(const float* q, int64_t q_stride, int64_t n_q, const int64_t* n_kv,
+                      const uint16_t* k, const uint16_t* v, int64_t kv_stride, int64_t head_dim,
+                      float scale, float* out, int64_t out_stride, const float* exp_table) {
+    AttentionRowsT(q, q_stride, n_q, n_kv, k, v, kv_stride, head_dim, scale, out, out_stride,
+                   exp_table);
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace llada::kernels
 HWY_AFTER_NAMESPACE();
@@ -582,11 +630,24 @@ HWY_AFTER_NAMESPACE();
 namespace llada::kernels {
 
 HWY_EXPORT(AttentionRows);
+HWY_EXPORT(AttentionRowsF16);
+static_assert(kMaxFp16KvHeadDim <= 256, "the fp16 path copies every chunk (kMaxCopyDim)");
 
 void attention_rows(const float* q, int64_t q_stride, int64_t n_q, const int64_t* n_kv,
                     const float* k, const float* v, int64_t kv_stride, int64_t head_dim,
                     float scale, float* out, int64_t out_stride, const float* exp_table) {
     HWY_DYNAMIC_DISPATCH(AttentionRows)
+    (q, q_stride, n_q, n_kv, k, v, kv_stride, head_dim, scale, out, out_stride, exp_table);
+}
+
+void attention_rows_f16(const float* q, int64_t q_stride, int64_t n_q, const int64_t* n_kv,
+                        const uint16_t* k, const uint16_t* v, int64_t kv_stride, int64_t head_dim,
+                        float scale, float* out, int64_t out_stride, const float* exp_table) {
+    if (head_dim > kMaxFp16KvHeadDim) {
+        throw Error("an fp16 KV cache supports heads of at most " +
+                    std::to_string(kMaxFp16KvHeadDim) + " values, got " + std::to_string(head_dim));
+    }
+    HWY_DYNAMIC_DISPATCH(AttentionRowsF16)
     (q, q_stride, n_q, n_kv, k, v, kv_stride, head_dim, scale, out, out_stride, exp_table);
 }
 

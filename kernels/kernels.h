@@ -39,6 +39,8 @@ ActKind act_kind_for(format::TensorType weight_type);
 // y = x rounded to fp16 / bf16 precision, kept as float32.
 void round_rows_fp16(const float* x, float* y, int64_t k, int64_t r0, int64_t r1);
 void round_rows_bf16(const float* x, float* y, int64_t k, int64_t r0, int64_t r1);
+// y[i] = x[i] as fp16 bits, rounded to nearest even (the fp16 KV cache's stores).
+void to_fp16(const float* x, uint16_t* y, int64_t n);
 // Each row of k floats (k % 32 == 0) becomes a quant::ActLayout row: int8 values with one
 // fp16-rounded scale per 32 (llama.cpp's Q8_0 activation quantisation).
 void quantize_acts(const float* x, uint8_t* out, int64_t k, int64_t r0, int64_t r1);
@@ -81,6 +83,13 @@ void attention_head(const float* q, const float* k, const float* v, int64_t kv_s
 void attention_rows(const float* q, int64_t q_stride, int64_t n_q, const int64_t* n_kv,
                     const float* k, const float* v, int64_t kv_stride, int64_t head_dim,
                     float scale, float* out, int64_t out_stride, const float* exp_table = nullptr);
+// The same with keys and values stored as fp16 bits (the fp16 KV cache): each chunk is widened
+// to float as it is copied out, then computed exactly as above. head_dim <= kMaxFp16KvHeadDim.
+constexpr int64_t kMaxFp16KvHeadDim = 256;
+void attention_rows_f16(const float* q, int64_t q_stride, int64_t n_q, const int64_t* n_kv,
+                        const uint16_t* k, const uint16_t* v, int64_t kv_stride, int64_t head_dim,
+                        float scale, float* out, int64_t out_stride,
+                        const float* exp_table = nullptr);
 
 // --- fused sampling: per-row reductions over a vocabulary without keeping the logits ---
 // Running statistics of one logits row over the vocabulary entries seen so far, relative to the

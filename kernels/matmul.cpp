@@ -362,6 +362,22 @@ void RoundRowsFp16(const float* x, float* y, int64_t k, int64_t r0, int64_t r1) 
 #endif
 }
 
+void ToFp16(const float* x, uint16_t* y, int64_t n) {
+    int64_t i = 0;
+#if HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
+    // (Highway's emulated fp16 demotion truncates; those targets take the scalar loop.)
+    const hn::ScalableTag<float> df;
+    const hn::Rebind<hwy::float16_t, decltype(df)> dh;
+    const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+    for (; i + N <= n; i += N) {
+        hn::StoreU(hn::DemoteTo(dh, hn::LoadU(df, x + i)), dh,
+                   reinterpret_cast<hwy::float16_t*>(y + i));
+    }
+#endif
+    for (; i < n; ++i)
+        y[i] = quant::fp32_to_fp16(x[i]);
+}
+
 void RoundRowsBf16(const float* x, float* y, int64_t k, int64_t r0, int64_t r1) {
     // Scalar on every target: bf16 rounding is a few integer ops and not on a hot path.
     for (int64_t i = r0 * k; i < r1 * k; ++i)
@@ -378,6 +394,7 @@ namespace llada::kernels {
 HWY_EXPORT(MatmulFloat);
 HWY_EXPORT(RoundRowsFp16);
 HWY_EXPORT(RoundRowsBf16);
+HWY_EXPORT(ToFp16);
 
 ActKind act_kind_for(format::TensorType weight_type) {
     switch (weight_type) {
@@ -399,6 +416,9 @@ void round_rows_fp16(const float* x, float* y, int64_t k, int64_t r0, int64_t r1
 }
 void round_rows_bf16(const float* x, float* y, int64_t k, int64_t r0, int64_t r1) {
     HWY_DYNAMIC_DISPATCH(RoundRowsBf16)(x, y, k, r0, r1);
+}
+void to_fp16(const float* x, uint16_t* y, int64_t n) {
+    HWY_DYNAMIC_DISPATCH(ToFp16)(x, y, n);
 }
 void matmul_float(const float* x, int64_t m_rows, const WeightView& w, float* y, int64_t ldy,
                   int64_t n0, int64_t n1) {

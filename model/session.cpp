@@ -12,7 +12,12 @@ Session::Session(const Model& model, runtime::Device& device, int n_seq, int n_p
         throw Error("a canvas of " + std::to_string(n_pos) +
                     " positions exceeds the model's context length " + std::to_string(hp.n_ctx));
     }
-    kv_ = runtime::KvCache(hp.n_layer, n_seq, n_pos, hp.n_kv_head, hp.head_dim);
+    if (options.kv_f16 && hp.head_dim > kernels::kMaxFp16KvHeadDim) {
+        throw Error("an fp16 KV cache supports heads of at most " +
+                    std::to_string(kernels::kMaxFp16KvHeadDim) + " values; this model's have " +
+                    std::to_string(hp.head_dim));
+    }
+    kv_ = runtime::KvCache(hp.n_layer, n_seq, n_pos, hp.n_kv_head, hp.head_dim, options.kv_f16);
 }
 
 runtime::CompiledPlan& Session::compiled(Model::Head head) {

@@ -138,10 +138,14 @@ void CpuOps::run(const ArenaView& a, LmHeadScratch& s, const Op& op, const Batch
                 for (int64_t r = lo; r < hi; ++r) {
                     assert(b.pos[r] >= 0 && b.pos[r] < kv.n_pos() && b.seq[r] < kv.n_seq());
                     for (int h = 0; h < kv.n_kv_head(); ++h) {
-                        std::memcpy(kv.k(op.layer, b.seq[r], h, b.pos[r]), k + r * kd + h * hd,
-                                    sizeof(float) * hd);
-                        std::memcpy(kv.v(op.layer, b.seq[r], h, b.pos[r]), v + r * kd + h * hd,
-                                    sizeof(float) * hd);
+                        const int l = op.layer, sq = b.seq[r], p = b.pos[r];
+                        if (kv.f16()) {
+                            kernels::to_fp16(k + r * kd + h * hd, kv.k16(l, sq, h, p), hd);
+                            kernels::to_fp16(v + r * kd + h * hd, kv.v16(l, sq, h, p), hd);
+                        } else {
+                            std::memcpy(kv.k(l, sq, h, p), k + r * kd + h * hd, sizeof(float) * hd);
+                            std::memcpy(kv.v(l, sq, h, p), v + r * kd + h * hd, sizeof(float) * hd);
+                        }
                     }
                 }
             });
@@ -171,10 +175,19 @@ void CpuOps::run(const ArenaView& a, LmHeadScratch& s, const Op& op, const Batch
                             int64_t e = r;
                             for (; e < r1 && b.seq[e] == s; ++e)
                                 n_kv[e - r] = op.causal ? b.pos[e] + 1 : b.kv_len[s];
-                            kernels::attention_rows(
-                                q + r * cols + h * op.head_dim, cols, e - r, n_kv,
-                                kv.k(op.layer, s, kvh, 0), kv.v(op.layer, s, kvh, 0), op.head_dim,
-                                op.head_dim, scale, out + r * cols + h * op.head_dim, cols, table);
+                            const float* qr = q + r * cols + h * op.head_dim;
+                            float* o = out + r * cols + h * op.head_dim;
+                            if (kv.f16()) {
+                                kernels::attention_rows_f16(
+                                    qr, cols, e - r, n_kv, kv.k16(op.layer, s, kvh, 0),
+                                    kv.v16(op.layer, s, kvh, 0), op.head_dim, op.head_dim, scale, o,
+                                    cols, table);
+                            } else {
+                                kernels::attention_rows(qr, cols, e - r, n_kv,
+                                                        kv.k(op.layer, s, kvh, 0),
+                                                        kv.v(op.layer, s, kvh, 0), op.head_dim,
+                                                        op.head_dim, scale, o, cols, table);
+                            }
                             r = e;
                         }
                     }

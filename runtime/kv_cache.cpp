@@ -3,11 +3,21 @@
 
 namespace llada::runtime {
 
-KvCache::KvCache(int n_layer, int n_seq, int n_pos, int n_kv_head, int64_t head_dim)
-    : n_layer_(n_layer), n_seq_(n_seq), n_pos_(n_pos), n_kv_head_(n_kv_head), head_dim_(head_dim) {
+KvCache::KvCache(int n_layer, int n_seq, int n_pos, int n_kv_head, int64_t head_dim, bool f16)
+    : n_layer_(n_layer),
+      n_seq_(n_seq),
+      n_pos_(n_pos),
+      n_kv_head_(n_kv_head),
+      head_dim_(head_dim),
+      f16_(f16) {
     const size_t n = static_cast<size_t>(n_layer) * n_seq * n_pos * n_kv_head * head_dim;
-    k_.assign(n, 0.0f);
-    v_.assign(n, 0.0f);
+    if (f16) {
+        k16_.assign(n, 0);
+        v16_.assign(n, 0);
+    } else {
+        k_.assign(n, 0.0f);
+        v_.assign(n, 0.0f);
+    }
 }
 
 }  // namespace llada::runtime

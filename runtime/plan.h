@@ -86,6 +86,7 @@ struct Plan {
 struct PlanOptions {
     bool lut_dequant = false;  // Q4_0 matmuls through the int4 table (float activations)
     bool lut_exp = false;      // attention softmax through the exp table
+    bool kv_f16 = false;       // the session's KV cache in fp16 (runtime/kv_cache.h)
 };
 
 class PlanBuilder {

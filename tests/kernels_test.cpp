@@ -83,6 +83,36 @@ TEST(Kernels, Fp16ConversionIsExactAndRoundsToEven) {
     EXPECT_TRUE(std::isnan(quant::fp16_to_fp32(quant::fp32_to_fp16(NAN))));
 }
 
+// The fp16 KV cache's stores: every target's conversion against the scalar twin, bit for bit,
+// over every fp16 value, the midpoints between neighbours (ties to even), values past the range
+// (to infinity) and below it (subnormals and zero), in lengths with and without a vector tail.
+TEST(Kernels, ToFp16MatchesScalarTwinBitForBit) {
+    std::vector<float> x;
+    for (uint32_t h = 0; h < 0x10000; ++h) {
+        const uint16_t bits = static_cast<uint16_t>(h);
+        if ((bits & 0x7c00) == 0x7c00) continue;  // inf / NaN
+        x.push_back(quant::fp16_to_fp32(bits));
+        const uint16_t next = static_cast<uint16_t>(bits + 1);
+        if (!(bits & 0x8000) && (next & 0x7c00) != 0x7c00)
+            x.push_back((x.back() + quant::fp16_to_fp32(next)) * 0.5f);
+    }
+    for (float f : {1e6f, -1e6f, 65520.0f, 1e-9f, -3e-8f, 0.0f, -0.0f})
+        x.push_back(f);
+    auto r = random_vec(1001, 7, 10.0f);
+    x.insert(x.end(), r.begin(), r.end());
+    std::vector<uint16_t> want(x.size());
+    for (size_t i = 0; i < x.size(); ++i)
+        want[i] = quant::fp32_to_fp16(x[i]);
+    for_each_target([&] {
+        std::vector<uint16_t> got(x.size());
+        to_fp16(x.data(), got.data(), static_cast<int64_t>(x.size()));
+        ASSERT_EQ(got, want);
+        to_fp16(x.data() + 3, got.data(), 13);  // a tail only, unaligned
+        for (int i = 0; i < 13; ++i)
+            ASSERT_EQ(got[i], want[3 + i]) << i;
+    });
+}
+
 TEST(Kernels, ActivationPreparationMatchesScalarExactly) {
     const int64_t k = 96, rows = 5;
     auto x = random_vec(static_cast<size_t>(k * rows), 1);
@@ -380,6 +410,61 @@ TEST(Kernels, MultiRowAttentionMatchesTwoPassSoftmax) {
                 }
             }
         }
+    }
+}
+
+// The multi-row kernel on fp16 keys and values (the fp16 KV cache) against the two-pass
+// twin on the same values widened: once widened the kernel computes exactly as on float keys,
+// so the float kernel's tolerance holds. Rows-in-lanes groups and 4-row tiles, causal and not,
+// keys contiguous (the engine's head-major cache) and rows apart.
+TEST(Kernels, MultiRowAttentionOnFp16KeysMatchesTwin) {
+    for (int64_t hd : {32, 33, 128}) {
+        const int64_t q_stride = hd + 8, o_stride = hd + 4;
+        for (int64_t stride : {hd, 2 * hd + 16}) {
+            for (int64_t n_q : {1, 5, 16, 37}) {
+                for (bool causal : {false, true}) {
+                    const int64_t first = 70, max_kv = first + (causal ? n_q - 1 : 0);
+                    auto q = random_vec(static_cast<size_t>(n_q * q_stride), 81, 2.0f);
+                    auto kf = random_vec(static_cast<size_t>(max_kv * stride), 82);
+                    auto vf = random_vec(static_cast<size_t>(max_kv * stride), 83);
+                    std::vector<uint16_t> k(kf.size()), v(vf.size());
+                    for (size_t i = 0; i < kf.size(); ++i) {
+                        k[i] = quant::fp32_to_fp16(kf[i]);
+                        v[i] = quant::fp32_to_fp16(vf[i]);
+                        kf[i] = quant::fp16_to_fp32(k[i]);
+                        vf[i] = quant::fp16_to_fp32(v[i]);
+                    }
+                    std::vector<int64_t> n_kv(n_q);
+                    std::vector<float> want(n_q * o_stride, 0.0f);
+                    for (int64_t r = 0; r < n_q; ++r) {
+                        n_kv[r] = causal ? first + r : first;
+                        ref::attention_head(q.data() + r * q_stride, kf.data(), vf.data(), stride,
+                                            n_kv[r], hd, 0.3f, want.data() + r * o_stride);
+                    }
+                    for_each_target([&] {
+                        std::vector<float> got(n_q * o_stride, 0.0f);
+                        attention_rows_f16(q.data(), q_stride, n_q, n_kv.data(), k.data(), v.data(),
+                                           stride, hd, 0.3f, got.data(), o_stride);
+                        for (size_t i = 0; i < got.size(); ++i) {
+                            ASSERT_NEAR(got[i], want[i], 5e-6f * (1.0f + std::fabs(want[i])))
+                                << "hd=" << hd << " stride=" << stride << " n_q=" << n_q
+                                << " causal=" << causal << " i=" << i;
+                        }
+                    });
+                }
+            }
+        }
+    }
+    // Heads past the chunk buffers are refused, with the limit named.
+    std::vector<float> q(300), out(300);
+    std::vector<uint16_t> kv(300);
+    const int64_t one = 1;
+    try {
+        attention_rows_f16(q.data(), 300, 1, &one, kv.data(), kv.data(), 300, 300, 1.0f, out.data(),
+                           300);
+        ADD_FAILURE() << "a 300-value head was accepted";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("at most 256"), std::string::npos) << e.what();
     }
 }
 

@@ -112,6 +112,10 @@ void DecodeFlags::add_to(ArgTable& args) {
               "Q4_0 matmuls dequantise through 16-entry tables with float activations\n"
               "(instead of int8 dot products on Q8-quantised activations)",
               &lut_dequant);
+    args.flag({"--kv-f16"},
+              "keep the KV cache in fp16 (half its memory and half the bytes attention reads;\n"
+              "llama.cpp's default cache type) instead of float32",
+              &kv_f16);
     args.flag({"--full-logits"},
               "write vocabulary-wide logits rows instead of the fused LM-head reduction",
               &full_logits);
@@ -145,6 +149,7 @@ void DecodeFlags::finish(const ArgTable& args, const model::Model& model) {
     opt.fused_sampling = !full_logits;
     opt.kernels.lut_exp = lut_exp;
     opt.kernels.lut_dequant = lut_dequant;
+    opt.kernels.kv_f16 = kv_f16;
 }
 
 void DeviceFlags::add_to(ArgTable& args) {

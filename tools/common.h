@@ -44,7 +44,7 @@ struct DecodeFlags {
     std::string remasking = "low_confidence";
     int seed = 0;
     bool early_stop = false, no_early_stop = false, full_logits = false;
-    bool lut_exp = false, lut_dequant = false;
+    bool lut_exp = false, lut_dequant = false, kv_f16 = false;
     void add_to(ArgTable& args);
     // Applies the GGUF's recommended defaults (llada_cpp.gen_length, .block_length, .steps) for
     // the flags the user did not give, then checks the remaining relations.

@@ -112,11 +112,13 @@ double forward_flops(const model::Model& m, int64_t R, int64_t P) {
 }
 
 nlohmann::json run_rows(const model::Model& m, runtime::Device& dev, const std::vector<int>& rows,
-                        int prefix, int reps, const Peaks& peaks) {
+                        int prefix, int reps, const Peaks& peaks, bool kv_f16) {
     nlohmann::json out = nlohmann::json::array();
     const int max_r = *std::max_element(rows.begin(), rows.end());
     const int n_pos = prefix + max_r;
-    model::Session s(m, dev, 1, n_pos, std::max(prefix, max_r), max_r);
+    runtime::PlanOptions po;
+    po.kv_f16 = kv_f16;
+    model::Session s(m, dev, 1, n_pos, std::max(prefix, max_r), max_r, po);
     // Quantised weights run on int8 dot products, the others on float FMAs: the matching peak.
     const format::GgufTensor* probe = m.gguf().find_tensor("blk.0.ffn_gate.weight");
     const bool int8 = probe && (probe->type == format::TensorType::Q4_0 ||
@@ -500,6 +502,9 @@ int main(int argc, char** argv) {
         args.integer({"--reps"}, "N", "repetitions per measurement (median reported)", &reps, 1,
                      1000);
         args.flag({"--json"}, "print JSON", &json);
+        bool kv_f16 = false;
+        args.flag({"--kv-f16"}, "rows and e2e modes: the KV cache in fp16 instead of float32",
+                  &kv_f16);
         args.section("Rows mode");
         args.string({"--rows"}, "LIST", "row counts (default 1,8,16,32,64,128,256)", &rows_list);
         args.integer({"--prefix"}, "P", "cached prefix positions the rows attend to (default 0)",
@@ -641,7 +646,8 @@ int main(int argc, char** argv) {
                         best.gflops = std::max(best.gflops, now.gflops);
                         best.int8_gops = std::max(best.int8_gops, now.int8_gops);
                     }
-                    ours.push_back(run_rows(*lm.model, *dev, {R}, prefix, reps, round_peaks)[0]);
+                    ours.push_back(
+                        run_rows(*lm.model, *dev, {R}, prefix, reps, round_peaks, kv_f16)[0]);
                     ours_ms.push_back(ours.back()["ms"].get<double>());
                     if (llama_bench.empty()) continue;
                     theirs.push_back(run_llama_bench(llama_bench, model_path, R, reps, threads));
@@ -745,6 +751,7 @@ int main(int argc, char** argv) {
                 opt.gen = gen;
                 opt.block = block;
                 opt.steps = steps;
+                opt.kernels.kv_f16 = kv_f16;
                 std::string name = spec;
                 if (const auto plus = spec.find("+threshold"); plus != std::string::npos) {
                     name = spec.substr(0, plus);
