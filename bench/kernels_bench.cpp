@@ -29,15 +29,20 @@ std::vector<float> random_vec(size_t n, uint32_t seed) {
     return v;
 }
 
-// One head (head_dim 128) of a 32-row window against n_kv keys (the window + a cached prefix),
-// the keys and values a KV-cache row apart as in the engine (16 heads: 2048 floats): the
-// one-row kernel per row, the multi-row kernel, and the multi-row kernel with the exp table.
+// One head (head_dim 128) of a 32-row window against n_kv keys (the window + a cached prefix).
+// Keys and values a position-major cache row apart (16 heads: 2048 floats): the one-row kernel
+// per row, the multi-row kernel, and the multi-row kernel with the exp table. Contiguous, as in
+// the engine's head-major cache: float32 (read in place) and fp16 (widened per chunk).
 // Items are (row, key) pairs.
-enum class AttnPath { OneRow, MultiRow, MultiRowLut };
+enum class AttnPath { OneRow, MultiRow, MultiRowLut, HeadMajor, HeadMajorF16 };
 void BM_AttentionWindow(benchmark::State& state, AttnPath path) {
-    const int64_t hd = 128, stride = 16 * hd, rows = 32, n_kv = state.range(0);
+    const bool head_major = path == AttnPath::HeadMajor || path == AttnPath::HeadMajorF16;
+    const int64_t hd = 128, stride = head_major ? hd : 16 * hd, rows = 32, n_kv = state.range(0);
     auto q = random_vec(rows * hd, 1), k = random_vec(n_kv * stride, 2),
          v = random_vec(n_kv * stride, 3);
+    std::vector<uint16_t> k16(k.size()), v16(v.size());
+    kernels::to_fp16(k.data(), k16.data(), static_cast<int64_t>(k.size()));
+    kernels::to_fp16(v.data(), v16.data(), static_cast<int64_t>(v.size()));
     std::vector<float> out(rows * hd);
     const std::vector<int64_t> kv(rows, n_kv);
     const kernels::ExpLut lut;
@@ -47,6 +52,9 @@ void BM_AttentionWindow(benchmark::State& state, AttnPath path) {
                 kernels::attention_head(q.data() + r * hd, k.data(), v.data(), stride, n_kv, hd,
                                         0.088f, out.data() + r * hd);
             }
+        } else if (path == AttnPath::HeadMajorF16) {
+            kernels::attention_rows_f16(q.data(), hd, rows, kv.data(), k16.data(), v16.data(),
+                                        stride, hd, 0.088f, out.data(), hd);
         } else {
             kernels::attention_rows(q.data(), hd, rows, kv.data(), k.data(), v.data(), stride, hd,
                                     0.088f, out.data(), hd,
@@ -59,6 +67,8 @@ void BM_AttentionWindow(benchmark::State& state, AttnPath path) {
 BENCHMARK_CAPTURE(BM_AttentionWindow, one_row, AttnPath::OneRow)->Arg(32)->Arg(544);
 BENCHMARK_CAPTURE(BM_AttentionWindow, multi_row, AttnPath::MultiRow)->Arg(32)->Arg(544);
 BENCHMARK_CAPTURE(BM_AttentionWindow, multi_row_lut_exp, AttnPath::MultiRowLut)->Arg(32)->Arg(544);
+BENCHMARK_CAPTURE(BM_AttentionWindow, head_major, AttnPath::HeadMajor)->Arg(32)->Arg(544);
+BENCHMARK_CAPTURE(BM_AttentionWindow, head_major_fp16, AttnPath::HeadMajorF16)->Arg(32)->Arg(544);
 
 // Q4_0 weights (2048 x 2048) times `rows` activation rows, three ways: dequantised through the
 // 16-entry table, dequantised arithmetically, and the int8 path (activations quantised to Q8).

@@ -363,7 +363,8 @@ HWY_INLINE void LaneScores(const float* HWY_RESTRICT qt, const float* HWY_RESTRI
 }
 
 // exp(-neg) per lane from the table (neg >= 0); the scalar and emulated targets, whose fp16
-// conversion differs, look each lane up.
+// conversion differs, look each lane up. (SSSE3 / SSE4, whose fp16 conversion Highway 1.0 also
+// emulates, are not compiled: kernels/CMakeLists.txt.)
 HWY_INLINE VF LaneExpLut(DF df, VF neg, const float* table) {
 #if HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
     return ExpLutVec(df, neg, table);
@@ -432,17 +433,17 @@ HWY_INLINE void LaneSoftmax(float* HWY_RESTRICT sb, int64_t nrv, const int32_t* 
     }
 }
 
-// A group of gn >= kLaneRows rows (gn <= kGroupRows), head_dim <= kMaxCopyDim.
+// A group of gn >= kLaneRows rows (gn <= kGroupRows), head_dim <= kMaxCopyDim, vectors of at
+// most kGroupRows lanes. kbuf, vbuf: the caller's chunk buffers (kChunk x kMaxCopyDim floats).
 template <typename T>
 void LaneGroup(const float* q, int64_t q_stride, int64_t gn, const int64_t* n_kv, const T* k,
                const T* v, int64_t kv_stride, int64_t head_dim, float scale, float* out,
-               int64_t out_stride, const float* exp_table) {
+               int64_t out_stride, const float* exp_table, float* HWY_RESTRICT kbuf,
+               float* HWY_RESTRICT vbuf) {
     const DF df;
     const int64_t N = static_cast<int64_t>(hn::Lanes(df));
     const int64_t nrv = (gn + N - 1) / N;
     HWY_ALIGN float qt[kMaxCopyDim * kGroupRows];
-    HWY_ALIGN float kbuf[kChunk * kMaxCopyDim];
-    HWY_ALIGN float vbuf[kChunk * kMaxCopyDim];
     HWY_ALIGN float sb[kChunk * kGroupRows];
     HWY_ALIGN float m[kGroupRows], l[kGroupRows], corr[kGroupRows];
     HWY_ALIGN int32_t nk[kGroupRows];
@@ -539,12 +540,13 @@ void LaneGroup(const float* q, int64_t q_stride, int64_t gn, const int64_t* n_kv
 }
 
 // Rows go in groups of up to kGroupRows whose softmax state is kept while each chunk of keys
-// and values serves all of the group's tiles. In the KV cache one head's rows lie a whole
-// cache row apart (kv_stride floats, often a multiple of 4 KiB), so they fall into the same few
-// L1 sets and evict each other; a group of more than one tile copies the chunk into contiguous
-// buffers first, which then stay in L1.
-// Keys and values of type T: float, or uint16_t for fp16 bits, which are always copied (and
-// widened) chunk by chunk, so head_dim <= kMaxCopyDim for them.
+// and values serves all of the group's tiles (8 or more rows: LaneGroup). Keys and values of
+// type T: float, or uint16_t for fp16 bits, which are always copied (and widened) chunk by
+// chunk, so head_dim <= kMaxCopyDim for them. Float keys in contiguous rows (the engine's
+// head-major cache) are read in place; float keys whose rows lie far apart (a position-major
+// cache: kv_stride floats, often a multiple of 4 KiB, so one head's rows fall into the same few
+// L1 sets and evict each other) are copied into contiguous buffers when more than one tile
+// will read them.
 template <typename T>
 void AttentionRowsT(const float* q, int64_t q_stride, int64_t n_q, const int64_t* n_kv, const T* k,
                     const T* v, int64_t kv_stride, int64_t head_dim, float scale, float* out,
@@ -554,9 +556,10 @@ void AttentionRowsT(const float* q, int64_t q_stride, int64_t n_q, const int64_t
     HWY_ALIGN float vbuf[kChunk * kMaxCopyDim];
     for (int64_t g0 = 0; g0 < n_q; g0 += kGroupRows) {
         const int64_t gn = std::min(kGroupRows, n_q - g0);
-        if (gn >= kLaneRows && head_dim <= kMaxCopyDim) {
+        if (gn >= kLaneRows && head_dim <= kMaxCopyDim &&
+            static_cast<int64_t>(hn::Lanes(DF())) <= kGroupRows) {
             LaneGroup<T>(q + g0 * q_stride, q_stride, gn, n_kv + g0, k, v, kv_stride, head_dim,
-                         scale, out + g0 * out_stride, out_stride, exp_table);
+                         scale, out + g0 * out_stride, out_stride, exp_table, kbuf, vbuf);
             continue;
         }
         float m[kGroupRows], l[kGroupRows];

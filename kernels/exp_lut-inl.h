@@ -20,7 +20,8 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 #if HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
 // exp(-neg) per lane from the table, neg >= 0 (+inf gives the table's 0). (Highway's emulated
-// fp16 demotion truncates; those targets use the scalar form.)
+// fp16 demotion truncates; those targets use the scalar form. SSSE3 / SSE4, where Highway 1.0
+// emulates it too, are not compiled: kernels/CMakeLists.txt.)
 template <class DF>
 HWY_INLINE hn::Vec<DF> ExpLutVec(DF df, hn::Vec<DF> neg, const float* table) {
     const hn::Rebind<hwy::float16_t, DF> dh;

@@ -85,6 +85,13 @@ void Session::check(const runtime::Batch& batch) const {
                 throw Error("attention span of sequence " + std::to_string(s) + " is invalid");
             }
         }
+        // A row attends to at least one key (its softmax would divide by zero).
+        for (int64_t r = 0; r < batch.n_rows; ++r) {
+            if (batch.kv_len[batch.seq[r]] < 1) {
+                throw Error("row " + std::to_string(r) + " of sequence " +
+                            std::to_string(batch.seq[r]) + " has no keys to attend to (kv_len 0)");
+            }
+        }
     }
 }
 

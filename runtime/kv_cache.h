@@ -5,6 +5,7 @@
 // default cache type).
 #pragma once
 
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -32,27 +33,35 @@ class KvCache {
     // Head `head`'s key (value) at position pos; the next position's follows after head_dim.
     // k / v for a float32 cache, k16 / v16 (fp16 bits) for an fp16 one.
     float* k(int layer, int seq, int head, int pos) {
+        assert(!f16_);
         return k_.data() + index(layer, seq, head, pos);
     }
     float* v(int layer, int seq, int head, int pos) {
+        assert(!f16_);
         return v_.data() + index(layer, seq, head, pos);
     }
     const float* k(int layer, int seq, int head, int pos) const {
+        assert(!f16_);
         return k_.data() + index(layer, seq, head, pos);
     }
     const float* v(int layer, int seq, int head, int pos) const {
+        assert(!f16_);
         return v_.data() + index(layer, seq, head, pos);
     }
     uint16_t* k16(int layer, int seq, int head, int pos) {
+        assert(f16_);
         return k16_.data() + index(layer, seq, head, pos);
     }
     uint16_t* v16(int layer, int seq, int head, int pos) {
+        assert(f16_);
         return v16_.data() + index(layer, seq, head, pos);
     }
     const uint16_t* k16(int layer, int seq, int head, int pos) const {
+        assert(f16_);
         return k16_.data() + index(layer, seq, head, pos);
     }
     const uint16_t* v16(int layer, int seq, int head, int pos) const {
+        assert(f16_);
         return v16_.data() + index(layer, seq, head, pos);
     }
 

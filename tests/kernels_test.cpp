@@ -84,16 +84,18 @@ TEST(Kernels, Fp16ConversionIsExactAndRoundsToEven) {
 }
 
 // The fp16 KV cache's stores: every target's conversion against the scalar twin, bit for bit,
-// over every fp16 value, the midpoints between neighbours (ties to even), values past the range
-// (to infinity) and below it (subnormals and zero), in lengths with and without a vector tail.
+// over every fp16 value, the midpoints between neighbours of either sign (ties to even), values
+// past the range (to infinity) and below it (subnormals and zero), in lengths with and without a
+// vector tail.
 TEST(Kernels, ToFp16MatchesScalarTwinBitForBit) {
     std::vector<float> x;
     for (uint32_t h = 0; h < 0x10000; ++h) {
         const uint16_t bits = static_cast<uint16_t>(h);
         if ((bits & 0x7c00) == 0x7c00) continue;  // inf / NaN
         x.push_back(quant::fp16_to_fp32(bits));
+        // The midpoint to the next value away from zero (negative ones too): ties to even.
         const uint16_t next = static_cast<uint16_t>(bits + 1);
-        if (!(bits & 0x8000) && (next & 0x7c00) != 0x7c00)
+        if ((next & 0x7c00) != 0x7c00 && (next & 0x7fff) != 0)
             x.push_back((x.back() + quant::fp16_to_fp32(next)) * 0.5f);
     }
     for (float f : {1e6f, -1e6f, 65520.0f, 1e-9f, -3e-8f, 0.0f, -0.0f})
@@ -416,8 +418,9 @@ TEST(Kernels, MultiRowAttentionMatchesTwoPassSoftmax) {
 // The multi-row kernel on fp16 keys and values (the fp16 KV cache) against the two-pass
 // twin on the same values widened: once widened the kernel computes exactly as on float keys,
 // so the float kernel's tolerance holds. Rows-in-lanes groups and 4-row tiles, causal and not,
-// keys contiguous (the engine's head-major cache) and rows apart.
+// keys contiguous (the engine's head-major cache) and rows apart; also with the exp table.
 TEST(Kernels, MultiRowAttentionOnFp16KeysMatchesTwin) {
+    const ExpLut lut;
     for (int64_t hd : {32, 33, 128}) {
         const int64_t q_stride = hd + 8, o_stride = hd + 4;
         for (int64_t stride : {hd, 2 * hd + 16}) {
@@ -449,6 +452,25 @@ TEST(Kernels, MultiRowAttentionOnFp16KeysMatchesTwin) {
                             ASSERT_NEAR(got[i], want[i], 5e-6f * (1.0f + std::fabs(want[i])))
                                 << "hd=" << hd << " stride=" << stride << " n_q=" << n_q
                                 << " causal=" << causal << " i=" << i;
+                        }
+                        // With the exp table (the LUT test's tolerance), on the fp16 keys and on
+                        // the same values as float keys (read in place when contiguous).
+                        for (bool f16 : {true, false}) {
+                            std::fill(got.begin(), got.end(), 0.0f);
+                            if (f16) {
+                                attention_rows_f16(q.data(), q_stride, n_q, n_kv.data(), k.data(),
+                                                   v.data(), stride, hd, 0.3f, got.data(), o_stride,
+                                                   lut.data());
+                            } else {
+                                attention_rows(q.data(), q_stride, n_q, n_kv.data(), kf.data(),
+                                               vf.data(), stride, hd, 0.3f, got.data(), o_stride,
+                                               lut.data());
+                            }
+                            for (size_t i = 0; i < got.size(); ++i) {
+                                ASSERT_NEAR(got[i], want[i], 2e-3f)
+                                    << "LUT f16=" << f16 << " hd=" << hd << " stride=" << stride
+                                    << " n_q=" << n_q << " causal=" << causal << " i=" << i;
+                            }
                         }
                     });
                 }

@@ -114,7 +114,8 @@ void DecodeFlags::add_to(ArgTable& args) {
               &lut_dequant);
     args.flag({"--kv-f16"},
               "keep the KV cache in fp16 (half its memory and half the bytes attention reads;\n"
-              "llama.cpp's default cache type) instead of float32",
+              "llama.cpp's default cache type) instead of float32; keys and values beyond\n"
+              "+-65504 become infinite there, as in llama.cpp",
               &kv_f16);
     args.flag({"--full-logits"},
               "write vocabulary-wide logits rows instead of the fused LM-head reduction",

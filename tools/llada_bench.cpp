@@ -569,6 +569,9 @@ int main(int argc, char** argv) {
         if (!args.parse(argc, argv)) return 0;
         if (model_path.empty()) throw Error("-m/--model is required");
         if (steps == 0) steps = gen;
+        if (kv_f16 && (sampling || ablation))
+            throw Error(
+                "--kv-f16 applies to the rows and --e2e modes, not --sampling or --ablation");
 
         const auto t_load = Clock::now();
         tools::LoadedModel lm = tools::load_model(model_path);
