@@ -75,6 +75,30 @@ fs::path shared_llamacpp() {
     return fs::path(LLADA_SHARED_FIXTURES) / "llamacpp";
 }
 
+// One fixture set per case: the engine (with `opt`) against llama.cpp's `logits_file`, the worst
+// and the mean error relative to max|logit| within the case's tolerances.
+struct FixtureCase {
+    const char* set;
+    double max_tol, mean_tol;
+};
+void expect_fixtures_match(const std::vector<FixtureCase>& cases, const char* logits_file,
+                           runtime::PlanOptions opt = {}) {
+    for (const auto& c : cases) {
+        const fs::path dir = shared_llamacpp() / c.set;
+        auto m = model::Model::load((dir / "model.gguf").string());
+        auto tokens = read_ids(dir / "tokens.txt");
+        auto want = read_f32(dir / logits_file);
+        ASSERT_EQ(want.size(), tokens.size() * m->hparams().n_vocab) << c.set;
+        Errors e = compare(forward_all(*m, tokens, 2, opt), want);
+        EXPECT_LE(e.max_rel, c.max_tol) << c.set << " " << logits_file;
+        EXPECT_LE(e.mean_rel, c.mean_tol) << c.set << " " << logits_file;
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%.3g / %.3g", e.max_rel, e.mean_rel);
+        ::testing::Test::RecordProperty(std::string(c.set) + " " + logits_file + " max / mean",
+                                        buf);
+    }
+}
+
 }  // namespace
 
 // Tolerances, relative to max|logit| (see ../shared/fixtures/llamacpp/README.md for why):
@@ -88,26 +112,12 @@ fs::path shared_llamacpp() {
 //   exact reference); 2e-2 allowed on the worst element, and the mean must stay below 1e-3.
 TEST(ModelParity, MatchesLlamaCppOnEveryLladaFixture) {
     if (!fs::exists(shared_llamacpp())) GTEST_SKIP() << "../shared/fixtures is absent: skipped";
-    struct Case {
-        const char* set;
-        double max_tol, mean_tol;
-    } cases[] = {
-        {"llada-tiny-f32", 2e-6, 2e-7},  {"llada-tiny-f32-perturbed", 2e-6, 2e-7},
-        {"llada-tiny-f16", 1e-3, 2e-5},  {"llada-tiny-q8_0", 2e-6, 2e-7},
-        {"llada-tiny-q4_0", 2e-2, 1e-3},
-    };
-    for (const auto& c : cases) {
-        const fs::path dir = shared_llamacpp() / c.set;
-        auto m = model::Model::load((dir / "model.gguf").string());
-        auto tokens = read_ids(dir / "tokens.txt");
-        auto want = read_f32(dir / "logits.f32");
-        ASSERT_EQ(want.size(), tokens.size() * m->hparams().n_vocab) << c.set;
-        auto got = forward_all(*m, tokens, 2);
-        Errors e = compare(got, want);
-        EXPECT_LE(e.max_rel, c.max_tol) << c.set;
-        EXPECT_LE(e.mean_rel, c.mean_tol) << c.set;
-        RecordProperty(std::string(c.set) + "_max_rel", std::to_string(e.max_rel));
-    }
+    expect_fixtures_match({{"llada-tiny-f32", 2e-6, 2e-7},
+                           {"llada-tiny-f32-perturbed", 2e-6, 2e-7},
+                           {"llada-tiny-f16", 1e-3, 2e-5},
+                           {"llada-tiny-q8_0", 2e-6, 2e-7},
+                           {"llada-tiny-q4_0", 2e-2, 1e-3}},
+                          "logits.f32");
 }
 
 // The fp16 KV cache against llama.cpp with flash attention (`logits_fa.f32`), which casts K and
@@ -118,30 +128,13 @@ TEST(ModelParity, MatchesLlamaCppOnEveryLladaFixture) {
 // miss, which the last check confirms, so the test tells the two caches apart).
 TEST(ModelParity, Fp16KvCacheMatchesLlamaCppFlashAttention) {
     if (!fs::exists(shared_llamacpp())) GTEST_SKIP() << "../shared/fixtures is absent: skipped";
-    struct Case {
-        const char* set;
-        double max_tol, mean_tol;
-    } cases[] = {
-        {"llada-tiny-f32", 2e-6, 5e-7},
-        {"llada-tiny-f16", 1e-3, 2e-5},
-        {"llada-tiny-q8_0", 2e-6, 5e-7},
-        {"llada-tiny-q4_0", 2e-2, 1e-3},
-    };
     runtime::PlanOptions f16;
     f16.kv_f16 = true;
-    for (const auto& c : cases) {
-        const fs::path dir = shared_llamacpp() / c.set;
-        auto m = model::Model::load((dir / "model.gguf").string());
-        auto tokens = read_ids(dir / "tokens.txt");
-        auto want = read_f32(dir / "logits_fa.f32");
-        ASSERT_EQ(want.size(), tokens.size() * m->hparams().n_vocab) << c.set;
-        Errors e = compare(forward_all(*m, tokens, 2, f16), want);
-        EXPECT_LE(e.max_rel, c.max_tol) << c.set;
-        EXPECT_LE(e.mean_rel, c.mean_tol) << c.set;
-        char buf[64];
-        std::snprintf(buf, sizeof buf, "%.3g / %.3g", e.max_rel, e.mean_rel);
-        RecordProperty(std::string(c.set) + "_fa_max_mean_rel", buf);
-    }
+    expect_fixtures_match({{"llada-tiny-f32", 2e-6, 5e-7},
+                           {"llada-tiny-f16", 1e-3, 2e-5},
+                           {"llada-tiny-q8_0", 2e-6, 5e-7},
+                           {"llada-tiny-q4_0", 2e-2, 1e-3}},
+                          "logits_fa.f32", f16);
     const fs::path dir = shared_llamacpp() / "llada-tiny-f32";
     auto m = model::Model::load((dir / "model.gguf").string());
     Errors f32 =
