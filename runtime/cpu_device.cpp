@@ -137,7 +137,7 @@ class CpuDevice : public Device {
             for (const Op& op : plan.ops) {
                 if (op.kind == OpKind::Attention) {
                     e.kv_bytes += static_cast<size_t>(kv_len * op.n_kv_head * op.head_dim) * 2 *
-                                  sizeof(float);
+                                  (op.kv_f16 ? 2 : sizeof(float));
                 }
             }
             out.push_back(e);

@@ -159,6 +159,7 @@ void PlanBuilder::store_kv(int layer, int k, int v) {
     op.layer = layer;
     op.in0 = k;
     op.in1 = v;
+    op.kv_f16 = options_.kv_f16;
     plan_.ops.push_back(op);
 }
 
@@ -173,6 +174,7 @@ int PlanBuilder::attention(int layer, int q, int64_t n_head, int64_t n_kv_head, 
     op.head_dim = head_dim;
     op.causal = causal;
     op.lut = options_.lut_exp;
+    op.kv_f16 = options_.kv_f16;
     op.out = new_tensor(name, in.rows, n_head * head_dim,
                         sizeof(float) * static_cast<size_t>(n_head * head_dim));
     return push(op);

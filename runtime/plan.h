@@ -68,6 +68,7 @@ struct Op {
     // Table-driven variants (kernels/lut.h): MatMul on Q4_0 dequantises through a 16-entry
     // table with float activations; Attention takes exp from a 32,768-entry fp16 table.
     bool lut = false;
+    bool kv_f16 = false;  // StoreKV / Attention: the session's cache holds fp16 (PlanOptions)
 };
 
 struct Plan {

@@ -118,6 +118,7 @@ npu::OpWork op_work(const Plan& plan, const PlanProjection& proj, int i, const n
     const Op& op = plan.ops[i];
     const bool npu = proj.where[i] == Placement::Npu;
     const double ab = npu ? 2.0 : 4.0;  // fp16 activations on the NPU, float32 on the CPU
+    const double kvb = npu || op.kv_f16 ? 2.0 : 4.0;  // the KV cache's bytes per value
     auto rows_of = [&](int t) -> double {
         const bool window = t < 0 || plan.tensors[t].rows == RowSpace::Window;
         if (npu) return static_cast<double>(window ? s.bucket : s.out_bucket);
@@ -170,7 +171,7 @@ npu::OpWork op_work(const Plan& plan, const PlanProjection& proj, int i, const n
             break;
         case OpKind::StoreKV:
             // A static graph stores its whole tile of rows (padding rows into a dummy slot).
-            w.dram_bytes = 2.0 * static_cast<double>(npu ? s.bucket : s.rows) * k * ab;
+            w.dram_bytes = 2.0 * static_cast<double>(npu ? s.bucket : s.rows) * k * kvb;
             break;
         case OpKind::Attention: {
             const double kv_dim = static_cast<double>(op.n_kv_head * op.head_dim);
@@ -178,7 +179,7 @@ npu::OpWork op_work(const Plan& plan, const PlanProjection& proj, int i, const n
             const double hd = static_cast<double>(op.head_dim);
             const double keys = static_cast<double>(npu ? npu::padded_rows(s.keys, 32) : s.keys);
             w.dram_bytes =
-                static_cast<double>(s.n_seq) * static_cast<double>(s.keys) * kv_dim * 2.0 * ab;
+                static_cast<double>(s.n_seq) * static_cast<double>(s.keys) * kv_dim * 2.0 * kvb;
             const double softmax = 4 * m * heads * keys;
             if (npu) {
                 // Scores and values on the matrix engine in tiles; the softmax on the vector

@@ -414,6 +414,18 @@ TEST(NpuSim, CpuProjectionLeavesTheCpuResultsUnchanged) {
     EXPECT_GT(projected->report()->projected_ms(), 0.0);
     EXPECT_EQ(projected->report()->ops_npu, 0);
     EXPECT_FALSE(plain->report()->projected);
+    // Its latency table counts the KV cache at the session's width: half with --kv-f16, and
+    // the attention's cache traffic (the only difference) makes the fp16 plan no slower.
+    runtime::PlanOptions f16;
+    f16.kv_f16 = true;
+    const int64_t rows = 32;
+    const auto t32 = projected->latency_table(m->build_plan(rows, rows), {&rows, 1}, 512);
+    const auto t16 = projected->latency_table(
+        m->build_plan(rows, rows, model::Model::Head::Logits, f16), {&rows, 1}, 512);
+    ASSERT_EQ(t32.size(), 1u);
+    ASSERT_EQ(t16.size(), 1u);
+    EXPECT_EQ(t16[0].kv_bytes * 2, t32[0].kv_bytes);
+    EXPECT_LE(t16[0].projected_ms, t32[0].projected_ms);
 }
 
 TEST(NpuSim, BadOptionsAreRejectedWithClearErrors) {
