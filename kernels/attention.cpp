@@ -175,6 +175,18 @@ HWY_INLINE void AccumulateRows(const float* const* p, int64_t ps, const float* v
     }
 }
 
+// o[d] *= f for d < n: a running output rescaled, or normalised by its softmax sum at the end.
+HWY_INLINE void ScaleRow(float* o, int64_t n, float f) {
+    const DF df;
+    const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+    const VF vf = hn::Set(df, f);
+    int64_t d = 0;
+    for (; d + N <= n; d += N)
+        hn::StoreU(hn::Mul(hn::LoadU(df, o + d), vf), df, o + d);
+    for (; d < n; ++d)
+        o[d] *= f;
+}
+
 // Keys [j0, j0 + nj) for one tile of R rows (1-4): the scores, the streaming-softmax update of
 // each row's running maximum m and sum l (the output so far rescaled), and the values into the
 // outputs. k and v point at key j0's row.
@@ -222,10 +234,7 @@ void TileChunk(const float* const* qr, float* const* orow, const int64_t* nk, fl
                 ExpChunkLut(&correction, 1, m_new, exp_table);
             }
         }
-        if (correction != 1.0f) {
-            for (int64_t d = 0; d < head_dim; ++d)
-                orow[r][d] *= correction;
-        }
+        if (correction != 1.0f) ScaleRow(orow[r], head_dim, correction);
         float sum = 0.0f;
         if (exp_table != nullptr) {
             ExpChunkLut(s[r], nj, m_new, exp_table);
@@ -362,21 +371,6 @@ HWY_INLINE void LaneScores(const float* HWY_RESTRICT qt, const float* HWY_RESTRI
     }
 }
 
-// exp(-neg) per lane from the table (neg >= 0); the scalar and emulated targets, whose fp16
-// conversion differs, look each lane up. (SSSE3 / SSE4, whose fp16 conversion Highway 1.0 also
-// emulates, are not compiled: kernels/CMakeLists.txt.)
-HWY_INLINE VF LaneExpLut(DF df, VF neg, const float* table) {
-#if HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
-    return ExpLutVec(df, neg, table);
-#else
-    HWY_ALIGN float t[hn::MaxLanes(df)];
-    hn::Store(neg, df, t);
-    for (size_t i = 0; i < hn::Lanes(df); ++i)
-        t[i] = table[quant::fp32_to_fp16(t[i]) & 0x7fff];
-    return hn::Load(df, t);
-#endif
-}
-
 // One chunk of keys [j0, j0 + nj) for a group: scores, the streaming-softmax update per lane
 // (m, l: running maximum and sum; corr: this chunk's rescale of the outputs so far), and the
 // scores replaced by probabilities. nk: each row's key count (padding rows: the group's largest).
@@ -411,10 +405,10 @@ HWY_INLINE void LaneSoftmax(float* HWY_RESTRICT sb, int64_t nrv, const int32_t* 
         VF sum = hn::Zero(df);
         VF cv;
         if (exp_table != nullptr) {
-            cv = hn::IfThenElseZero(seen, LaneExpLut(df, hn::Sub(ms, m_old), exp_table));
+            cv = hn::IfThenElseZero(seen, ExpLutVec(df, hn::Sub(ms, m_old), exp_table));
             for (int64_t c = 0; c < nj; ++c) {
                 float* sp = col + c * kGroupRows;
-                const VF e = LaneExpLut(df, hn::Sub(ms, hn::Load(df, sp)), exp_table);
+                const VF e = ExpLutVec(df, hn::Sub(ms, hn::Load(df, sp)), exp_table);
                 hn::Store(e, df, sp);
                 sum = hn::Add(sum, e);
             }
@@ -499,14 +493,7 @@ void LaneGroup(const float* q, int64_t q_stride, int64_t gn, const int64_t* n_kv
         }
         LaneSoftmax(sb, nrv, nk, min_nk, j0, nj, m, l, corr, exp_table);
         for (int64_t r = 0; r < gn; ++r) {
-            if (corr[r] == 1.0f) continue;
-            float* o = out + r * out_stride;
-            const VF cv = hn::Set(df, corr[r]);
-            int64_t d = 0;
-            for (; d + N <= head_dim; d += N)
-                hn::StoreU(hn::Mul(hn::LoadU(df, o + d), cv), df, o + d);
-            for (; d < head_dim; ++d)
-                o[d] *= corr[r];
+            if (corr[r] != 1.0f) ScaleRow(out + r * out_stride, head_dim, corr[r]);
         }
         for (int64_t t0 = 0; t0 < gn; t0 += kTileRows) {
             const int rows = static_cast<int>(std::min<int64_t>(kTileRows, gn - t0));
@@ -531,12 +518,8 @@ void LaneGroup(const float* q, int64_t q_stride, int64_t gn, const int64_t* n_kv
             }
         }
     }
-    for (int64_t r = 0; r < gn; ++r) {
-        const float inv = 1.0f / l[r];
-        float* o = out + r * out_stride;
-        for (int64_t d = 0; d < head_dim; ++d)
-            o[d] *= inv;
-    }
+    for (int64_t r = 0; r < gn; ++r)
+        ScaleRow(out + r * out_stride, head_dim, 1.0f / l[r]);
 }
 
 // Rows go in groups of up to kGroupRows whose softmax state is kept while each chunk of keys
@@ -603,12 +586,8 @@ void AttentionRowsT(const float* q, int64_t q_stride, int64_t n_q, const int64_t
                      exp_table);
             }
         }
-        for (int64_t r = 0; r < gn; ++r) {
-            const float inv = 1.0f / l[r];
-            float* o = out + (g0 + r) * out_stride;
-            for (int64_t d = 0; d < head_dim; ++d)
-                o[d] *= inv;
-        }
+        for (int64_t r = 0; r < gn; ++r)
+            ScaleRow(out + (g0 + r) * out_stride, head_dim, 1.0f / l[r]);
     }
 }
 

@@ -18,31 +18,36 @@ namespace llada::kernels {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-#if HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
-// exp(-neg) per lane from the table, neg >= 0 (+inf gives the table's 0). (Highway's emulated
-// fp16 demotion truncates; those targets use the scalar form. SSSE3 / SSE4, where Highway 1.0
-// emulates it too, are not compiled: kernels/CMakeLists.txt.)
+// exp(-neg) per lane from the table, neg >= 0 (+inf gives the table's 0). Highway's emulated
+// fp16 demotion truncates, so the scalar and emulated targets look each lane up with the scalar
+// conversion. (SSSE3 / SSE4, where Highway 1.0 emulates it too, are not compiled:
+// kernels/CMakeLists.txt.)
 template <class DF>
 HWY_INLINE hn::Vec<DF> ExpLutVec(DF df, hn::Vec<DF> neg, const float* table) {
+#if HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
     const hn::Rebind<hwy::float16_t, DF> dh;
     const hn::Rebind<uint16_t, DF> du16;
     const hn::Rebind<int32_t, DF> di;
     const auto bits = hn::BitCast(du16, hn::DemoteTo(dh, neg));
     const auto idx = hn::BitCast(di, hn::PromoteTo(hn::Rebind<uint32_t, DF>(), bits));
     return hn::GatherIndex(df, table, hn::And(idx, hn::Set(di, 0x7fff)));
-}
+#else
+    HWY_ALIGN float t[hn::MaxLanes(df)];
+    hn::Store(neg, df, t);
+    for (size_t i = 0; i < hn::Lanes(df); ++i)
+        t[i] = table[quant::fp32_to_fp16(t[i]) & 0x7fff];
+    return hn::Load(df, t);
 #endif
+}
 
 // s[j] = exp(s[j] - m) for j < n, read from the table (index: fp16 bits of m - s[j] >= 0).
 HWY_INLINE void ExpChunkLut(float* s, int64_t n, float m, const float* table) {
-    int64_t j = 0;
-#if HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
     const hn::ScalableTag<float> df;
     const int64_t N = static_cast<int64_t>(hn::Lanes(df));
     const auto vm = hn::Set(df, m);
+    int64_t j = 0;
     for (; j + N <= n; j += N)
         hn::StoreU(ExpLutVec(df, hn::Sub(vm, hn::LoadU(df, s + j)), table), df, s + j);
-#endif
     for (; j < n; ++j)
         s[j] = table[quant::fp32_to_fp16(m - s[j]) & 0x7fff];
 }

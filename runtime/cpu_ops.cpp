@@ -137,8 +137,8 @@ void CpuOps::run(const ArenaView& a, LmHeadScratch& s, const Op& op, const Batch
             parallel_ranges(b.n_rows, 2 * kd, [&](int64_t lo, int64_t hi) {
                 for (int64_t r = lo; r < hi; ++r) {
                     assert(b.pos[r] >= 0 && b.pos[r] < kv.n_pos() && b.seq[r] < kv.n_seq());
+                    const int l = op.layer, sq = b.seq[r], p = b.pos[r];
                     for (int h = 0; h < kv.n_kv_head(); ++h) {
-                        const int l = op.layer, sq = b.seq[r], p = b.pos[r];
                         if (kv.f16()) {
                             kernels::to_fp16(k + r * kd + h * hd, kv.k16(l, sq, h, p), hd);
                             kernels::to_fp16(v + r * kd + h * hd, kv.v16(l, sq, h, p), hd);
