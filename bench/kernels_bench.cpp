@@ -32,11 +32,23 @@ std::vector<float> random_vec(size_t n, uint32_t seed) {
 // One head (head_dim 128) of a 32-row window against n_kv keys (the window + a cached prefix).
 // Keys and values a position-major cache row apart (16 heads: 2048 floats): the one-row kernel
 // per row, the multi-row kernel, and the multi-row kernel with the exp table. Contiguous, as in
-// the engine's head-major cache: float32 (read in place) and fp16 (widened per chunk).
+// the engine's head-major cache: float32 (read in place) and fp16 (widened per chunk). The
+// *_excl cases make every row a shadow row: row r excludes its own position n_kv - 32 + r (the
+// window is the last 32 keys), the most masking a window can ask for.
 // Items are (row, key) pairs.
-enum class AttnPath { OneRow, MultiRow, MultiRowLut, HeadMajor, HeadMajorF16 };
+enum class AttnPath {
+    OneRow,
+    MultiRow,
+    MultiRowLut,
+    HeadMajor,
+    HeadMajorF16,
+    MultiRowExcl,
+    HeadMajorExcl
+};
 void BM_AttentionWindow(benchmark::State& state, AttnPath path) {
-    const bool head_major = path == AttnPath::HeadMajor || path == AttnPath::HeadMajorF16;
+    const bool head_major = path == AttnPath::HeadMajor || path == AttnPath::HeadMajorF16 ||
+                            path == AttnPath::HeadMajorExcl;
+    const bool shadow = path == AttnPath::MultiRowExcl || path == AttnPath::HeadMajorExcl;
     const int64_t hd = 128, stride = head_major ? hd : 16 * hd, rows = 32, n_kv = state.range(0);
     auto q = random_vec(rows * hd, 1), k = random_vec(n_kv * stride, 2),
          v = random_vec(n_kv * stride, 3);
@@ -45,6 +57,9 @@ void BM_AttentionWindow(benchmark::State& state, AttnPath path) {
     kernels::to_fp16(v.data(), v16.data(), static_cast<int64_t>(v.size()));
     std::vector<float> out(rows * hd);
     const std::vector<int64_t> kv(rows, n_kv);
+    std::vector<int64_t> excl(rows);
+    for (int64_t r = 0; r < rows; ++r)
+        excl[r] = n_kv - rows + r;
     const kernels::ExpLut lut;
     for (auto _ : state) {
         if (path == AttnPath::OneRow) {
@@ -58,7 +73,8 @@ void BM_AttentionWindow(benchmark::State& state, AttnPath path) {
         } else {
             kernels::attention_rows(q.data(), hd, rows, kv.data(), k.data(), v.data(), stride, hd,
                                     0.088f, out.data(), hd,
-                                    path == AttnPath::MultiRowLut ? lut.data() : nullptr);
+                                    path == AttnPath::MultiRowLut ? lut.data() : nullptr,
+                                    shadow ? excl.data() : nullptr);
         }
         benchmark::DoNotOptimize(out.data());
     }
@@ -69,6 +85,8 @@ BENCHMARK_CAPTURE(BM_AttentionWindow, multi_row, AttnPath::MultiRow)->Arg(32)->A
 BENCHMARK_CAPTURE(BM_AttentionWindow, multi_row_lut_exp, AttnPath::MultiRowLut)->Arg(32)->Arg(544);
 BENCHMARK_CAPTURE(BM_AttentionWindow, head_major, AttnPath::HeadMajor)->Arg(32)->Arg(544);
 BENCHMARK_CAPTURE(BM_AttentionWindow, head_major_fp16, AttnPath::HeadMajorF16)->Arg(32)->Arg(544);
+BENCHMARK_CAPTURE(BM_AttentionWindow, multi_row_excl, AttnPath::MultiRowExcl)->Arg(32)->Arg(544);
+BENCHMARK_CAPTURE(BM_AttentionWindow, head_major_excl, AttnPath::HeadMajorExcl)->Arg(32)->Arg(544);
 
 // Q4_0 weights (2048 x 2048) times `rows` activation rows, three ways: dequantised through the
 // 16-entry table, dequantised arithmetically, and the int8 path (activations quantised to Q8).

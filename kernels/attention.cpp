@@ -9,6 +9,9 @@
 // are reduced together by interleaving (TileChunk). Either way the outputs of 4 rows stay in
 // registers across a chunk of keys, and the softmax is the same streaming (flash-style) one: a
 // running maximum and sum per row, rescaled chunk by chunk, no score matrix beyond a chunk.
+// A row's excluded key (a shadow row's own position) is masked in that same pass: its score is
+// set to -inf in the score buffer of the one chunk that holds it, before that chunk's softmax
+// update (MaskExcludedKeys); chunks holding no excluded key run exactly as without exclusions.
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/attention.cpp"
@@ -19,6 +22,7 @@
 #include "kernels/exp_lut-inl.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -187,13 +191,31 @@ HWY_INLINE void ScaleRow(float* o, int64_t n, float f) {
         o[d] *= f;
 }
 
+// The scores of a chunk of keys [j0, j0 + nj) for `rows` rows, row r's score of key j0 + c at
+// s[r * row_step + c * key_step]: each row whose excluded key excl[r] lies in the chunk has that
+// score set to -inf, so the softmax update that follows gives it weight exactly 0 (the
+// polynomial exp returns 0 below its range; the table's index for m - (-inf) = +inf holds 0)
+// and it cannot raise the row's maximum. Rows with excl[r] = -1, or keys in other chunks, are
+// left alone; the callers skip the call when no row excludes anything.
+HWY_INLINE void MaskExcludedKeys(const int64_t* excl, int64_t rows, int64_t j0, int64_t nj,
+                                 float* s, int64_t row_step, int64_t key_step) {
+    for (int64_t r = 0; r < rows; ++r) {
+        // -1 (and any key before j0) wraps to a large unsigned value: outside the chunk.
+        const uint64_t c = static_cast<uint64_t>(excl[r] - j0);
+        if (c < static_cast<uint64_t>(nj))
+            s[r * row_step + static_cast<int64_t>(c) * key_step] =
+                -std::numeric_limits<float>::infinity();
+    }
+}
+
 // Keys [j0, j0 + nj) for one tile of R rows (1-4): the scores, the streaming-softmax update of
 // each row's running maximum m and sum l (the output so far rescaled), and the values into the
-// outputs. k and v point at key j0's row.
+// outputs. k and v point at key j0's row. excl: nullptr, or the tile's R excluded keys (-1:
+// none; the caller passes nullptr for chunks that hold none of them).
 template <int R>
 void TileChunk(const float* const* qr, float* const* orow, const int64_t* nk, float* m, float* l,
                const float* k, const float* v, int64_t kv_stride, int64_t head_dim, float scale,
-               int64_t j0, int64_t nj, const float* exp_table) {
+               int64_t j0, int64_t nj, const float* exp_table, const int64_t* excl) {
     const DF df;
     const int64_t N = static_cast<int64_t>(hn::Lanes(df));
     const float kNegInf = -std::numeric_limits<float>::infinity();
@@ -209,6 +231,7 @@ void TileChunk(const float* const* qr, float* const* orow, const int64_t* nk, fl
                 s[r][jj + c] = j0 + jj + c < nk[r] ? t[r][c] * scale : kNegInf;
         }
     }
+    if (excl != nullptr) MaskExcludedKeys(excl, R, j0, nj, s[0], kChunk, 1);
     for (int r = 0; r < R; ++r) {
         float cmax = kNegInf;
         int64_t j = 0;
@@ -429,11 +452,12 @@ HWY_INLINE void LaneSoftmax(float* HWY_RESTRICT sb, int64_t nrv, const int32_t* 
 
 // A group of gn >= kLaneRows rows (gn <= kGroupRows), head_dim <= kMaxCopyDim, vectors of at
 // most kGroupRows lanes. kbuf, vbuf: the caller's chunk buffers (kChunk x kMaxCopyDim floats).
+// excl: nullptr, or the group's gn excluded keys (-1: none).
 template <typename T>
 void LaneGroup(const float* q, int64_t q_stride, int64_t gn, const int64_t* n_kv, const T* k,
                const T* v, int64_t kv_stride, int64_t head_dim, float scale, float* out,
-               int64_t out_stride, const float* exp_table, float* HWY_RESTRICT kbuf,
-               float* HWY_RESTRICT vbuf) {
+               int64_t out_stride, const float* exp_table, const int64_t* excl,
+               float* HWY_RESTRICT kbuf, float* HWY_RESTRICT vbuf) {
     const DF df;
     const int64_t N = static_cast<int64_t>(hn::Lanes(df));
     const int64_t nrv = (gn + N - 1) / N;
@@ -445,6 +469,16 @@ void LaneGroup(const float* q, int64_t q_stride, int64_t gn, const int64_t* n_kv
     for (int64_t r = 0; r < gn; ++r) {
         max_kv = std::max(max_kv, n_kv[r]);
         min_nk = std::min(min_nk, n_kv[r]);
+    }
+    // The range of the group's excluded keys, so that a chunk outside it (most chunks of a long
+    // cache) costs one comparison; ex_lo > ex_hi when no row excludes a key.
+    int64_t ex_lo = std::numeric_limits<int64_t>::max(), ex_hi = -1;
+    if (excl != nullptr) {
+        for (int64_t r = 0; r < gn; ++r) {
+            if (excl[r] < 0) continue;
+            ex_lo = std::min(ex_lo, excl[r]);
+            ex_hi = std::max(ex_hi, excl[r]);
+        }
     }
     for (int64_t r = 0; r < nrv * N; ++r) {
         m[r] = -std::numeric_limits<float>::infinity();
@@ -491,6 +525,8 @@ void LaneGroup(const float* q, int64_t q_stride, int64_t gn, const int64_t* n_kv
                 LaneScores<2, kLaneKeys>(qt, kc, head_dim, scale, c0, nj, rv, sb, next);
             if (rv < nrv) LaneScores<1, kLaneKeys>(qt, kc, head_dim, scale, c0, nj, rv, sb, next);
         }
+        // sb holds row r's score of key j0 + c at sb[c * kGroupRows + r].
+        if (ex_lo < j0 + nj && ex_hi >= j0) MaskExcludedKeys(excl, gn, j0, nj, sb, 1, kGroupRows);
         LaneSoftmax(sb, nrv, nk, min_nk, j0, nj, m, l, corr, exp_table);
         for (int64_t r = 0; r < gn; ++r) {
             if (corr[r] != 1.0f) ScaleRow(out + r * out_stride, head_dim, corr[r]);
@@ -530,10 +566,11 @@ void LaneGroup(const float* q, int64_t q_stride, int64_t gn, const int64_t* n_kv
 // cache: kv_stride floats, often a multiple of 4 KiB, so one head's rows fall into the same few
 // L1 sets and evict each other) are copied into contiguous buffers when more than one tile
 // will read them.
+// excl: nullptr or the n_q rows' excluded keys (kernels.h), masked chunk by chunk.
 template <typename T>
 void AttentionRowsT(const float* q, int64_t q_stride, int64_t n_q, const int64_t* n_kv, const T* k,
                     const T* v, int64_t kv_stride, int64_t head_dim, float scale, float* out,
-                    int64_t out_stride, const float* exp_table) {
+                    int64_t out_stride, const float* exp_table, const int64_t* excl) {
     constexpr bool kF16 = std::is_same_v<T, uint16_t>;
     HWY_ALIGN float kbuf[kChunk * kMaxCopyDim];
     HWY_ALIGN float vbuf[kChunk * kMaxCopyDim];
@@ -542,7 +579,8 @@ void AttentionRowsT(const float* q, int64_t q_stride, int64_t n_q, const int64_t
         if (gn >= kLaneRows && head_dim <= kMaxCopyDim &&
             static_cast<int64_t>(hn::Lanes(DF())) <= kGroupRows) {
             LaneGroup<T>(q + g0 * q_stride, q_stride, gn, n_kv + g0, k, v, kv_stride, head_dim,
-                         scale, out + g0 * out_stride, out_stride, exp_table, kbuf, vbuf);
+                         scale, out + g0 * out_stride, out_stride, exp_table,
+                         excl != nullptr ? excl + g0 : nullptr, kbuf, vbuf);
             continue;
         }
         float m[kGroupRows], l[kGroupRows];
@@ -573,17 +611,21 @@ void AttentionRowsT(const float* q, int64_t q_stride, int64_t n_q, const int64_t
                 const float* qr[kTileRows] = {};
                 float* orow[kTileRows] = {};
                 int64_t nk[kTileRows] = {};
+                // The tile's excluded keys, passed only for a chunk that holds one of them.
+                const int64_t* ex = nullptr;
                 for (int r = 0; r < rows; ++r) {
                     qr[r] = q + (g0 + t0 + r) * q_stride;
                     orow[r] = out + (g0 + t0 + r) * out_stride;
                     nk[r] = n_kv[g0 + t0 + r];
+                    if (excl != nullptr && excl[g0 + t0 + r] >= j0 && excl[g0 + t0 + r] < j0 + nj)
+                        ex = excl + g0 + t0;
                 }
                 const auto tile = rows == 4   ? TileChunk<4>
                                   : rows == 3 ? TileChunk<3>
                                   : rows == 2 ? TileChunk<2>
                                               : TileChunk<1>;
                 tile(qr, orow, nk, m + t0, l + t0, kc, vc, stride, head_dim, scale, j0, nj,
-                     exp_table);
+                     exp_table, ex);
             }
         }
         for (int64_t r = 0; r < gn; ++r)
@@ -593,15 +635,16 @@ void AttentionRowsT(const float* q, int64_t q_stride, int64_t n_q, const int64_t
 
 void AttentionRows(const float* q, int64_t q_stride, int64_t n_q, const int64_t* n_kv,
                    const float* k, const float* v, int64_t kv_stride, int64_t head_dim, float scale,
-                   float* out, int64_t out_stride, const float* exp_table) {
+                   float* out, int64_t out_stride, const float* exp_table, const int64_t* excl) {
     AttentionRowsT(q, q_stride, n_q, n_kv, k, v, kv_stride, head_dim, scale, out, out_stride,
-                   exp_table);
+                   exp_table, excl);
 }
 void AttentionRowsF16(const float* q, int64_t q_stride, int64_t n_q, const int64_t* n_kv,
                       const uint16_t* k, const uint16_t* v, int64_t kv_stride, int64_t head_dim,
-                      float scale, float* out, int64_t out_stride, const float* exp_table) {
+                      float scale, float* out, int64_t out_stride, const float* exp_table,
+                      const int64_t* excl) {
     AttentionRowsT(q, q_stride, n_q, n_kv, k, v, kv_stride, head_dim, scale, out, out_stride,
-                   exp_table);
+                   exp_table, excl);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -615,22 +658,39 @@ HWY_EXPORT(AttentionRows);
 HWY_EXPORT(AttentionRowsF16);
 static_assert(kMaxFp16KvHeadDim <= 256, "the fp16 path copies every chunk (kMaxCopyDim)");
 
+namespace {
+// The excluded keys' contract (kernels.h): each is -1 or one of its row's keys, and no row is
+// left without a visible key (whose softmax would divide by a zero sum). Compiled out with
+// NDEBUG.
+void assert_excluded_keys(int64_t n_q, const int64_t* n_kv, const int64_t* excl) {
+    if (excl == nullptr) return;
+    for (int64_t r = 0; r < n_q; ++r) {
+        assert(excl[r] >= -1 && excl[r] < n_kv[r] && "an excluded key must be -1 or a row's key");
+        assert((excl[r] < 0 || n_kv[r] >= 2) && "a row must keep at least one visible key");
+    }
+}
+}  // namespace
+
 void attention_rows(const float* q, int64_t q_stride, int64_t n_q, const int64_t* n_kv,
                     const float* k, const float* v, int64_t kv_stride, int64_t head_dim,
-                    float scale, float* out, int64_t out_stride, const float* exp_table) {
+                    float scale, float* out, int64_t out_stride, const float* exp_table,
+                    const int64_t* excl) {
+    assert_excluded_keys(n_q, n_kv, excl);
     HWY_DYNAMIC_DISPATCH(AttentionRows)
-    (q, q_stride, n_q, n_kv, k, v, kv_stride, head_dim, scale, out, out_stride, exp_table);
+    (q, q_stride, n_q, n_kv, k, v, kv_stride, head_dim, scale, out, out_stride, exp_table, excl);
 }
 
 void attention_rows_f16(const float* q, int64_t q_stride, int64_t n_q, const int64_t* n_kv,
                         const uint16_t* k, const uint16_t* v, int64_t kv_stride, int64_t head_dim,
-                        float scale, float* out, int64_t out_stride, const float* exp_table) {
+                        float scale, float* out, int64_t out_stride, const float* exp_table,
+                        const int64_t* excl) {
     if (head_dim > kMaxFp16KvHeadDim) {
         throw Error("an fp16 KV cache supports heads of at most " +
                     std::to_string(kMaxFp16KvHeadDim) + " values, got " + std::to_string(head_dim));
     }
+    assert_excluded_keys(n_q, n_kv, excl);
     HWY_DYNAMIC_DISPATCH(AttentionRowsF16)
-    (q, q_stride, n_q, n_kv, k, v, kv_stride, head_dim, scale, out, out_stride, exp_table);
+    (q, q_stride, n_q, n_kv, k, v, kv_stride, head_dim, scale, out, out_stride, exp_table, excl);
 }
 
 }  // namespace llada::kernels

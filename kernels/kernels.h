@@ -80,16 +80,27 @@ void attention_head(const float* q, const float* k, const float* v, int64_t kv_s
 // engine's attention. exp_table: nullptr for the exact
 // (polynomial) exp, or ExpLut::data() (kernels/lut.h) to take the softmax's exponentials from
 // the table. attention_head stays as the one-row baseline the kernel is measured against.
+//
+// excl: nullptr, or n_q key indices, one per row. Row r does not see key excl[r] (a "shadow
+// row" at position p passes p, so that it attends to every cached key but its own and cannot
+// copy its own token); -1 means the row sees all of its keys. Otherwise excl[r] must lie in
+// [0, n_kv[r]), and the softmax runs over row r's remaining n_kv[r] - 1 keys: the excluded
+// score is set to -infinity in the chunk that holds it, in the same single pass, so that its
+// weight is exactly 0 with either exp. A row must keep at least one visible key: n_kv[r] == 1
+// with excl[r] == 0 is a caller error, which debug builds assert (release builds do not check,
+// and such a row's output is meaningless).
 void attention_rows(const float* q, int64_t q_stride, int64_t n_q, const int64_t* n_kv,
                     const float* k, const float* v, int64_t kv_stride, int64_t head_dim,
-                    float scale, float* out, int64_t out_stride, const float* exp_table = nullptr);
+                    float scale, float* out, int64_t out_stride, const float* exp_table = nullptr,
+                    const int64_t* excl = nullptr);
 // The same with keys and values stored as fp16 bits (the fp16 KV cache): each chunk is widened
-// to float as it is copied out, then computed exactly as above. head_dim <= kMaxFp16KvHeadDim.
+// to float as it is copied out, then computed exactly as above (excl included).
+// head_dim <= kMaxFp16KvHeadDim.
 constexpr int64_t kMaxFp16KvHeadDim = 256;
 void attention_rows_f16(const float* q, int64_t q_stride, int64_t n_q, const int64_t* n_kv,
                         const uint16_t* k, const uint16_t* v, int64_t kv_stride, int64_t head_dim,
                         float scale, float* out, int64_t out_stride,
-                        const float* exp_table = nullptr);
+                        const float* exp_table = nullptr, const int64_t* excl = nullptr);
 
 // --- fused sampling: per-row reductions over a vocabulary without keeping the logits ---
 // Running statistics of one logits row over the vocabulary entries seen so far, relative to the

@@ -1,6 +1,7 @@
 // Scalar reference twins of the SIMD kernels: plain loops, double accumulation where it helps.
 #include "kernels/reference.h"
 
+#include <cassert>
 #include <cmath>
 #include <vector>
 
@@ -117,10 +118,15 @@ void rope_row(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, const 
 }
 
 void attention_head(const float* q, const float* k, const float* v, int64_t kv_stride, int64_t n_kv,
-                    int64_t head_dim, float scale, float* out) {
+                    int64_t head_dim, float scale, float* out, int64_t excl) {
+    assert(excl >= -1 && excl < n_kv && (excl < 0 || n_kv >= 2));
     std::vector<double> s(static_cast<size_t>(n_kv));
     double mx = -INFINITY;
     for (int64_t j = 0; j < n_kv; ++j) {
+        if (j == excl) {  // left out: exp(-inf - mx) is exactly 0
+            s[j] = -INFINITY;
+            continue;
+        }
         double d = 0.0;
         for (int64_t i = 0; i < head_dim; ++i)
             d += double(q[i]) * k[j * kv_stride + i];

@@ -20,8 +20,10 @@ void swiglu(const float* g, const float* u, float* y, int64_t n);
 void rope_row(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, const float* cos,
               const float* sin, RopeStyle style);
 // Materialises the score row and uses a two-pass softmax in double: the textbook definition.
+// excl: a key in [0, n_kv) left out of the softmax (attention_rows' excluded key; n_kv >= 2
+// then), or -1 for none.
 void attention_head(const float* q, const float* k, const float* v, int64_t kv_stride, int64_t n_kv,
-                    int64_t head_dim, float scale, float* out);
+                    int64_t head_dim, float scale, float* out, int64_t excl = -1);
 
 // Statistics of a whole logits row, in double, with RowStats' rules for NaN and infinities.
 RowStats row_stats(const float* row, int64_t n);

@@ -490,6 +490,239 @@ TEST(Kernels, MultiRowAttentionOnFp16KeysMatchesTwin) {
     }
 }
 
+// ---- Excluded keys (shadow rows: a row at position p sees every key but key p) ----
+namespace {
+
+// Row r's excluded key among its n_kv keys, cycling (from `shift`) through: none, key 0, the
+// last key, inside the first 32-key chunk, both sides of the first chunk boundary (31, 32),
+// inside the second chunk, both sides of the second boundary (63, 64). Keys past the row's end
+// wrap around into its range; a row with one key excludes none (it must keep one visible).
+int64_t excluded_key_for(int64_t r, int64_t shift, int64_t n_kv) {
+    const int64_t kinds[] = {-1, 0, n_kv - 1, 5, 31, 32, 45, 63, 64};
+    const int64_t e = kinds[(r + shift) % 9];
+    return n_kv < 2 || e < 0 ? -1 : e % n_kv;
+}
+
+// One head's keys and values (fp16-representable, so the float and fp16 kernels see the same
+// numbers), n_q query rows, each row's key count and excluded key, and the twin's outputs.
+struct ExclusionCase {
+    int64_t hd, q_stride, o_stride, stride, n_q;
+    std::vector<float> q, kf, vf;
+    std::vector<uint16_t> k16, v16;
+    std::vector<int64_t> n_kv, excl;
+    std::vector<float> want;
+};
+
+ExclusionCase exclusion_case(int64_t hd, int64_t stride, int64_t n_q, int64_t first, bool causal,
+                             int64_t shift) {
+    ExclusionCase c{hd, hd + 8, hd + 4, stride, n_q, {}, {}, {}, {}, {}, {}, {}, {}};
+    const int64_t max_kv = first + (causal ? n_q - 1 : 0);
+    c.q = random_vec(static_cast<size_t>(n_q * c.q_stride), 91, 2.0f);
+    c.kf = random_vec(static_cast<size_t>(max_kv * stride), 92);
+    c.vf = random_vec(static_cast<size_t>(max_kv * stride), 93);
+    c.k16.resize(c.kf.size());
+    c.v16.resize(c.vf.size());
+    for (size_t i = 0; i < c.kf.size(); ++i) {
+        c.k16[i] = quant::fp32_to_fp16(c.kf[i]);
+        c.v16[i] = quant::fp32_to_fp16(c.vf[i]);
+        c.kf[i] = quant::fp16_to_fp32(c.k16[i]);
+        c.vf[i] = quant::fp16_to_fp32(c.v16[i]);
+    }
+    c.n_kv.resize(n_q);
+    c.excl.resize(n_q);
+    c.want.assign(n_q * c.o_stride, 0.0f);
+    for (int64_t r = 0; r < n_q; ++r) {
+        c.n_kv[r] = causal ? first + r : first;
+        c.excl[r] = excluded_key_for(r, shift, c.n_kv[r]);
+        ref::attention_head(c.q.data() + r * c.q_stride, c.kf.data(), c.vf.data(), stride,
+                            c.n_kv[r], hd, 0.3f, c.want.data() + r * c.o_stride, c.excl[r]);
+    }
+    return c;
+}
+
+}  // namespace
+
+// The multi-row kernel with excluded keys against the twin that leaves the same key out, row by
+// row: rows with and without an excluded key mixed in one call, the excluded key at 0, at the
+// last key, inside a 32-key chunk and on both sides of a chunk boundary (every row sees every
+// kind across the shifts), 4-row tiles (1-7 rows) and rows in the lanes (8 or more, two groups
+// at 37), causal and equal key counts (2 keys: a row keeps one; 33: an excluded key 32 alone in
+// its chunk), heads with and without a vector tail and one past the chunk copy (320). The
+// multi-row test's tolerances: the masked key's weight is exactly 0, so nothing else changes.
+TEST(Kernels, MultiRowAttentionWithExcludedKeysMatchesTwin) {
+    for (int64_t hd : {32, 33, 128, 320}) {
+        for (int64_t stride : {hd, 2 * hd + 16}) {
+            for (int64_t n_q : {1, 3, 4, 7, 8, 9, 16, 37}) {
+                for (int64_t first : {2, 33, 70}) {
+                    for (bool causal : {false, true}) {
+                        for (int64_t shift = 0; shift < (n_q < 9 ? 9 : 1); ++shift) {
+                            const ExclusionCase c =
+                                exclusion_case(hd, stride, n_q, first, causal, shift);
+                            for_each_target([&] {
+                                std::vector<float> got(n_q * c.o_stride, 0.0f);
+                                attention_rows(c.q.data(), c.q_stride, n_q, c.n_kv.data(),
+                                               c.kf.data(), c.vf.data(), stride, hd, 0.3f,
+                                               got.data(), c.o_stride, nullptr, c.excl.data());
+                                const float tol = hd > 128 ? 2.5e-5f : 5e-6f;
+                                for (size_t i = 0; i < got.size(); ++i) {
+                                    ASSERT_NEAR(got[i], c.want[i],
+                                                tol * (1.0f + std::fabs(c.want[i])))
+                                        << "hd=" << hd << " n_q=" << n_q << " first=" << first
+                                        << " causal=" << causal << " stride=" << stride
+                                        << " shift=" << shift << " i=" << i;
+                                }
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+// The same exclusions on fp16 keys and values (widened per chunk, then as on float keys: the
+// float tolerance) and with the exp table (the LUT test's 2e-3, on fp16 and float keys): the
+// table's entry for the masked score's +inf index is 0.
+TEST(Kernels, MultiRowAttentionWithExcludedKeysOnFp16AndLutMatchesTwin) {
+    const ExpLut lut;
+    for (int64_t hd : {32, 33, 128}) {
+        for (int64_t stride : {hd, 2 * hd + 16}) {
+            for (int64_t n_q : {1, 5, 7, 16, 37}) {
+                for (int64_t first : {33, 70}) {
+                    for (bool causal : {false, true}) {
+                        for (int64_t shift = 0; shift < (n_q < 9 ? 9 : 1); ++shift) {
+                            const ExclusionCase c =
+                                exclusion_case(hd, stride, n_q, first, causal, shift);
+                            for_each_target([&] {
+                                for (int variant = 0; variant < 3; ++variant) {
+                                    std::vector<float> got(n_q * c.o_stride, 0.0f);
+                                    if (variant == 2) {
+                                        attention_rows(c.q.data(), c.q_stride, n_q, c.n_kv.data(),
+                                                       c.kf.data(), c.vf.data(), stride, hd, 0.3f,
+                                                       got.data(), c.o_stride, lut.data(),
+                                                       c.excl.data());
+                                    } else {
+                                        attention_rows_f16(
+                                            c.q.data(), c.q_stride, n_q, c.n_kv.data(),
+                                            c.k16.data(), c.v16.data(), stride, hd, 0.3f,
+                                            got.data(), c.o_stride,
+                                            variant == 1 ? lut.data() : nullptr, c.excl.data());
+                                    }
+                                    for (size_t i = 0; i < got.size(); ++i) {
+                                        const float tol =
+                                            variant == 0 ? 5e-6f * (1.0f + std::fabs(c.want[i]))
+                                                         : 2e-3f;
+                                        ASSERT_NEAR(got[i], c.want[i], tol)
+                                            << (variant == 0   ? "fp16"
+                                                : variant == 1 ? "fp16 LUT"
+                                                               : "float LUT")
+                                            << " hd=" << hd << " n_q=" << n_q << " first=" << first
+                                            << " causal=" << causal << " stride=" << stride
+                                            << " shift=" << shift << " i=" << i;
+                                    }
+                                }
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+// An independent check that does not go through the twin's exclusion: rows that all exclude key
+// p give what the plain kernel (no exclusions) gives over the keys with key p physically removed
+// (compacted K and V, one key fewer per row), and so does the twin. p at 0, at the chunk
+// boundary (31, 32), inside a chunk (40) and at the shortest row's last key; tiles and lanes,
+// float and fp16 keys. The two kernel runs group the keys into chunks differently (every key
+// after p moves one place), so they agree to float32 rounding, not bit for bit; each is within
+// the multi-row test's tolerance of the exact result, and so is their difference here.
+TEST(Kernels, ExcludedKeyEqualsThatKeyRemoved) {
+    const int64_t first = 70;
+    for (int64_t hd : {40, 128}) {
+        const int64_t q_stride = hd + 8, o_stride = hd + 4;
+        for (int64_t stride : {hd, 2 * hd + 16}) {
+            for (int64_t n_q : {1, 3, 8, 16, 37}) {
+                const int64_t max_kv = first + n_q - 1;
+                auto q = random_vec(static_cast<size_t>(n_q * q_stride), 95, 2.0f);
+                auto k = random_vec(static_cast<size_t>(max_kv * stride), 96);
+                auto v = random_vec(static_cast<size_t>(max_kv * stride), 97);
+                std::vector<uint16_t> k16(k.size()), v16(v.size());
+                to_fp16(k.data(), k16.data(), static_cast<int64_t>(k.size()));
+                to_fp16(v.data(), v16.data(), static_cast<int64_t>(v.size()));
+                std::vector<int64_t> n_kv(n_q);
+                for (int64_t r = 0; r < n_q; ++r)
+                    n_kv[r] = first + r;
+                for (int64_t p : {int64_t{0}, int64_t{31}, int64_t{32}, int64_t{40}, first - 1}) {
+                    SCOPED_TRACE("hd=" + std::to_string(hd) + " stride=" + std::to_string(stride) +
+                                 " n_q=" + std::to_string(n_q) + " p=" + std::to_string(p));
+                    // Key p removed: the rows after it move up one place.
+                    std::vector<float> kc, vc;
+                    std::vector<uint16_t> kc16, vc16;
+                    for (int64_t j = 0; j < max_kv; ++j) {
+                        if (j == p) continue;
+                        const size_t a = static_cast<size_t>(j * stride), b = a + stride;
+                        kc.insert(kc.end(), k.begin() + a, k.begin() + b);
+                        vc.insert(vc.end(), v.begin() + a, v.begin() + b);
+                        kc16.insert(kc16.end(), k16.begin() + a, k16.begin() + b);
+                        vc16.insert(vc16.end(), v16.begin() + a, v16.begin() + b);
+                    }
+                    const std::vector<int64_t> excl(n_q, p);
+                    std::vector<int64_t> n_removed(n_q);
+                    for (int64_t r = 0; r < n_q; ++r)
+                        n_removed[r] = n_kv[r] - 1;
+                    // The twin both ways, in double: equal to float rounding of its result.
+                    for (int64_t r = 0; r < n_q; ++r) {
+                        std::vector<float> a(hd), b(hd);
+                        ref::attention_head(q.data() + r * q_stride, k.data(), v.data(), stride,
+                                            n_kv[r], hd, 0.3f, a.data(), p);
+                        ref::attention_head(q.data() + r * q_stride, kc.data(), vc.data(), stride,
+                                            n_removed[r], hd, 0.3f, b.data());
+                        for (int64_t i = 0; i < hd; ++i)
+                            ASSERT_NEAR(a[i], b[i], 1e-6f * (1.0f + std::fabs(b[i]))) << r;
+                    }
+                    for_each_target([&] {
+                        for (bool f16 : {false, true}) {
+                            std::vector<float> got(n_q * o_stride, 0.0f),
+                                want(n_q * o_stride, 0.0f);
+                            if (f16) {
+                                attention_rows_f16(q.data(), q_stride, n_q, n_kv.data(), k16.data(),
+                                                   v16.data(), stride, hd, 0.3f, got.data(),
+                                                   o_stride, nullptr, excl.data());
+                                attention_rows_f16(q.data(), q_stride, n_q, n_removed.data(),
+                                                   kc16.data(), vc16.data(), stride, hd, 0.3f,
+                                                   want.data(), o_stride);
+                            } else {
+                                attention_rows(q.data(), q_stride, n_q, n_kv.data(), k.data(),
+                                               v.data(), stride, hd, 0.3f, got.data(), o_stride,
+                                               nullptr, excl.data());
+                                attention_rows(q.data(), q_stride, n_q, n_removed.data(), kc.data(),
+                                               vc.data(), stride, hd, 0.3f, want.data(), o_stride);
+                            }
+                            for (size_t i = 0; i < got.size(); ++i) {
+                                ASSERT_NEAR(got[i], want[i], 5e-6f * (1.0f + std::fabs(want[i])))
+                                    << "f16=" << f16 << " i=" << i;
+                            }
+                        }
+                    });
+                }
+            }
+        }
+    }
+}
+
+// The contract's caller error: a row whose only key is excluded has nothing to attend to.
+// Debug builds assert; release builds (NDEBUG) run the call unchecked, which this leaves alone.
+TEST(Kernels, ExcludingARowsOnlyKeyIsAssertedInDebugBuilds) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    const int64_t hd = 8, n_kv = 1, excl = 0;
+    const auto q = random_vec(hd, 98), kv = random_vec(hd, 99);
+    std::vector<float> out(hd);
+    EXPECT_DEBUG_DEATH(attention_rows(q.data(), hd, 1, &n_kv, kv.data(), kv.data(), hd, hd, 1.0f,
+                                      out.data(), hd, nullptr, &excl),
+                       "visible key");
+}
+
 // Fused sampling reductions, chunk by chunk and merged, against the whole-row reference in
 // double. Argmax and runner-up must be identical (ties to the lowest index); the normaliser and
 // the entropy agree to float32 accumulation error over the chunks (1e-5 relative here).
