@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -95,34 +96,49 @@ struct ForwardStats {
     int64_t lm_head_rows = 0;  // rows sent through the output head
 };
 
-// The per-generation state: a device-compiled plan and a KV cache with n_seq slots of n_pos
-// positions. Nothing is allocated per forward.
+// The per-generation state: a device-compiled plan and a KV cache of n_seq sequences of n_pos
+// slots, its own or one shared with other sessions (runtime/kv_cache.h). Nothing is allocated
+// per forward.
 class Session {
   public:
+    // A session with a cache of its own.
     Session(const Model& model, runtime::Device& device, int n_seq, int n_pos, int64_t max_rows,
+            int64_t max_out, runtime::PlanOptions options = {});
+    // A session over a cache owned by the caller (which must outlive the session).
+    Session(const Model& model, runtime::Device& device, runtime::KvCache& kv, int64_t max_rows,
             int64_t max_out, runtime::PlanOptions options = {});
 
     const Model& model() const { return model_; }
-    int n_seq() const { return kv_.n_seq(); }
-    int n_pos() const { return kv_.n_pos(); }
+    runtime::Device& device() const { return device_; }
+    int n_seq() const { return kv_->n_seq(); }
+    int n_pos() const { return kv_->n_pos(); }
     int64_t max_rows() const { return max_rows_; }
     int64_t max_out() const { return max_out_; }
+    const runtime::PlanOptions& options() const { return options_; }
+    runtime::KvCache& kv() { return *kv_; }
+    const runtime::KvCache& kv() const { return *kv_; }
 
     // Runs the window and returns logits [batch.n_out][n_vocab], valid until the next call.
-    // Throws llada::Error for token ids outside the vocabulary.
+    // Throws llada::Error for token ids outside the vocabulary, rows addressed outside the
+    // cache, and two rows writing one (sequence, slot).
     const float* forward(const runtime::Batch& batch, const runtime::OpObserver* obs = nullptr);
     // The same forward with the fused LM head: per output row, the argmax, its softmax
     // probability, the runner-up and the entropy, without vocabulary-wide logits.
     const kernels::RowStats* forward_stats(const runtime::Batch& batch);
 
+    // The device's projected cost of a forward of each row count on this session's fused-head
+    // plan, attending to kv_len slots (empty when the device has no cost model).
+    std::vector<runtime::LatencyEntry> latency_table(std::span<const int64_t> rows, int64_t kv_len);
+
     const ForwardStats& stats() const { return stats_; }
     void reset_stats() { stats_ = {}; }
-    size_t kv_bytes() const { return kv_.bytes(); }
+    size_t kv_bytes() const { return kv_->bytes(); }
     // Activation memory of the plans compiled so far.
     size_t arena_bytes() const;
 
   private:
-    void check(const runtime::Batch& batch) const;
+    void init();
+    void check(const runtime::Batch& batch);
     runtime::CompiledPlan& compiled(Model::Head head);
 
     const Model& model_;
@@ -131,8 +147,13 @@ class Session {
     runtime::PlanOptions options_;
     // One compiled plan per output head, built on first use; both share the KV cache.
     std::unique_ptr<runtime::CompiledPlan> logits_plan_, stats_plan_;
-    runtime::KvCache kv_;
+    runtime::KvCache own_kv_;
+    runtime::KvCache* kv_ = nullptr;
     ForwardStats stats_;
+    // Duplicate-write check: the forward that last wrote each (sequence, slot), and by which row.
+    std::vector<int64_t> written_at_;
+    std::vector<int32_t> written_by_;
+    int64_t checks_ = 0;
 };
 
 }  // namespace llada::model

@@ -21,6 +21,14 @@ runtime::Plan Model::build_plan(int64_t max_rows, int64_t max_out, Head head,
         k = b.rope(k, hp.n_kv_head, hp.head_dim, hp.n_rot, hp.rope_style, rope_cos_.data(),
                    rope_sin_.data(), hp.n_ctx, p + "attn_k.rope");
         b.store_kv(l, k, v);
+        // In the last layer only the rows whose prediction is wanted go on past the K/V store
+        // (as llama.cpp gathers its output rows there): every row's K/V is kept, but attention,
+        // the output projection and the FFN run on the output rows alone.
+        const bool gather = options.gather_last_layer && l == hp.n_layer - 1;
+        if (gather) {
+            q = b.gather_output_rows(q, p + "attn_q.out_rows");
+            x = b.gather_output_rows(x, p + "out_rows");
+        }
         int attn = b.attention(l, q, hp.n_head, hp.n_kv_head, hp.head_dim, hp.causal, p + "attn");
         int o = b.matmul(attn, L.wo, p + "attn_output");
         x = b.add(x, o, p + "attn_residual");
@@ -32,7 +40,7 @@ runtime::Plan Model::build_plan(int64_t max_rows, int64_t max_out, Head head,
         x = b.add(x, down, p + "ffn_residual");
     }
     // Only the rows whose logits are wanted go through the final norm and the output head.
-    x = b.gather_output_rows(x, "out_rows");
+    if (!options.gather_last_layer || hp.n_layer == 0) x = b.gather_output_rows(x, "out_rows");
     x = b.rms_norm(x, output_norm_.data(), hp.eps, "output_norm");
     b.set_output(head == Head::Logits ? b.matmul(x, output_, "logits")
                                       : b.lm_head_reduce(x, output_, "logits.stats"));

@@ -136,8 +136,9 @@ void CpuOps::run(const ArenaView& a, LmHeadScratch& s, const Op& op, const Batch
             const float* v = a.f32(op.in1);
             parallel_ranges(b.n_rows, 2 * kd, [&](int64_t lo, int64_t hi) {
                 for (int64_t r = lo; r < hi; ++r) {
-                    assert(b.pos[r] >= 0 && b.pos[r] < kv.n_pos() && b.seq[r] < kv.n_seq());
-                    const int l = op.layer, sq = b.seq[r], p = b.pos[r];
+                    const int l = op.layer, sq = b.seq[r], p = b.slot_of(r);
+                    if (p < 0) continue;  // a row whose K/V nothing keeps
+                    assert(p < kv.n_pos() && sq < kv.n_seq());
                     for (int h = 0; h < kv.n_kv_head(); ++h) {
                         if (kv.f16()) {
                             kernels::to_fp16(k + r * kd + h * hd, kv.k16(l, sq, h, p), hd);
@@ -157,36 +158,51 @@ void CpuOps::run(const ArenaView& a, LmHeadScratch& s, const Op& op, const Batch
             const float scale = 1.0f / std::sqrt(static_cast<float>(op.head_dim));
             const float* q = a.f32(op.in0);
             float* out = a.f32(op.out);
-            const int64_t keys = op.causal ? b.n_rows : b.kv_len[0];
+            // In output space (the last layer after the output rows were gathered) row i is
+            // window row out_rows[i]; its sequence, position and excluded key are that row's.
+            const bool out_space = plan.tensors[op.out].rows == RowSpace::Output;
+            const int64_t n = out_space ? b.n_out : b.n_rows;
+            auto win = [&](int64_t r) { return out_space ? int64_t{b.out_rows[r]} : r; };
+            int64_t keys = 0;
+            for (int64_t r = 0; r < n; ++r) {
+                const int64_t w = win(r);
+                keys = std::max<int64_t>(keys, op.causal ? b.pos[w] + 1 : b.kv_len[b.seq[w]]);
+            }
             const float* table = op.lut ? exp_lut_.data() : nullptr;  // LUT exp (NPU path)
             // One task = one head of up to kRows consecutive rows, split further where the
             // sequence changes; the multi-row kernel shares each key and value load among them.
             constexpr int64_t kRows = 32;
-            const int64_t n_blocks = (b.n_rows + kRows - 1) / kRows;
+            const int64_t n_blocks = (n + kRows - 1) / kRows;
             parallel_ranges(
                 n_blocks * op.n_head, 2 * kRows * keys * op.head_dim, [&](int64_t lo, int64_t hi) {
-                    int64_t n_kv[kRows];
+                    int64_t n_kv[kRows], excl[kRows];
                     for (int64_t t = lo; t < hi; ++t) {
                         const int64_t r0 = (t / op.n_head) * kRows, h = t % op.n_head;
-                        const int64_t r1 = std::min(b.n_rows, r0 + kRows);
+                        const int64_t r1 = std::min(n, r0 + kRows);
                         const int64_t kvh = h / group;
                         for (int64_t r = r0; r < r1;) {
-                            const int s = b.seq[r];
+                            const int s = b.seq[win(r)];
                             int64_t e = r;
-                            for (; e < r1 && b.seq[e] == s; ++e)
-                                n_kv[e - r] = op.causal ? b.pos[e] + 1 : b.kv_len[s];
+                            bool any_excl = false;
+                            for (; e < r1 && b.seq[win(e)] == s; ++e) {
+                                const int64_t w = win(e);
+                                n_kv[e - r] = op.causal ? b.pos[w] + 1 : b.kv_len[s];
+                                excl[e - r] = b.exclude_of(w);
+                                any_excl = any_excl || excl[e - r] >= 0;
+                            }
+                            const int64_t* ex = any_excl ? excl : nullptr;
                             const float* qr = q + r * cols + h * op.head_dim;
                             float* o = out + r * cols + h * op.head_dim;
                             if (kv.f16()) {
                                 kernels::attention_rows_f16(
                                     qr, cols, e - r, n_kv, kv.k16(op.layer, s, kvh, 0),
                                     kv.v16(op.layer, s, kvh, 0), op.head_dim, op.head_dim, scale, o,
-                                    cols, table);
+                                    cols, table, ex);
                             } else {
                                 kernels::attention_rows(qr, cols, e - r, n_kv,
                                                         kv.k(op.layer, s, kvh, 0),
                                                         kv.v(op.layer, s, kvh, 0), op.head_dim,
-                                                        op.head_dim, scale, o, cols, table);
+                                                        op.head_dim, scale, o, cols, table, ex);
                             }
                             r = e;
                         }

@@ -18,18 +18,29 @@
 
 namespace llada::runtime {
 
-// One execution: a window of rows (token, position, sequence) and the rows whose logits are
-// wanted. Arrays are owned by the caller and must outlive the call.
+// One execution: a window of rows (token, RoPE position, sequence, cache slot, excluded key) and
+// the rows whose logits are wanted. Arrays are owned by the caller and must outlive the call.
+//
+// Row addressing (docs/step-engine.md): a row's K/V is written to `slot[r]` of its sequence's
+// cache, or nowhere when slot[r] < 0 (a draft or shadow row whose K/V nothing may keep); its
+// query attends to the slots [0, kv_len[seq]) of its sequence (causal models: [0, pos]) except
+// `exclude[r]` when that is >= 0 (a shadow row at an occupied position that must not see the
+// token there). Every window row's K/V is stored before any row attends, so rows of one forward
+// see each other through the cache. Several sequences may share one forward, each against its
+// own cache slots; two rows may not write the same (sequence, slot) in one forward.
 struct Batch {
     int64_t n_rows = 0;
     const int32_t* tokens = nullptr;  // [n_rows]
-    const int32_t* pos = nullptr;     // [n_rows] canvas positions
-    const int32_t* seq = nullptr;     // [n_rows] sequence (KV cache slot) of each row
+    const int32_t* pos = nullptr;     // [n_rows] RoPE positions
+    const int32_t* seq = nullptr;     // [n_rows] sequence (KV cache slot set) of each row
     int64_t n_out = 0;
     const int32_t* out_rows = nullptr;  // [n_out] indices into the window
-    // Non-causal attention of a row of sequence s covers cache positions [0, kv_len[s]); the
-    // window's own K/V are stored before attention, so kv_len includes them.
-    const int32_t* kv_len = nullptr;  // [n_seq]
+    const int32_t* kv_len = nullptr;    // [n_seq] slots a non-causal row attends to
+    const int32_t* slot = nullptr;      // [n_rows] cache slot written, -1 none; null: slot = pos
+    const int32_t* exclude = nullptr;   // [n_rows] slot not attended, -1 none; null: none
+
+    int32_t slot_of(int64_t r) const { return slot ? slot[r] : pos[r]; }
+    int32_t exclude_of(int64_t r) const { return exclude ? exclude[r] : -1; }
 };
 
 // Called after every op with its output (float32 tensors only), for dumps and parity tests.

@@ -1,8 +1,12 @@
-// Per-layer key/value cache, indexed by (sequence, head, canvas position); sized once per
-// session. Head-major: one head's keys (and values) for consecutive positions are contiguous
-// rows of head_dim values, so attention reads each head's cache as one sequential stream.
-// Values are float32, or fp16 (half the memory and half the bytes attention reads; llama.cpp's
-// default cache type).
+// Per-layer key/value cache, indexed by (sequence, head, slot); sized once, owned outside any
+// plan. A sequence is a set of n_pos slots that one generation (or one CFG branch) holds:
+// acquire() hands out a free sequence and release() returns it, so several generations (test-time
+// candidates, server requests) share one cache and one forward. Slots are canvas positions in
+// the engine's use, but a row's RoPE position and its slot are given separately (runtime::Batch).
+// Head-major: one head's keys (and values) for consecutive positions are contiguous rows of
+// head_dim values, so attention reads each head's cache as one sequential stream. Values are
+// float32, or fp16 (half the memory and half the bytes attention reads; llama.cpp's default cache
+// type).
 #pragma once
 
 #include <cassert>
@@ -18,6 +22,13 @@ class KvCache {
     // n_kv_head heads of head_dim values per position, fp16 if `f16`. Memory is allocated
     // here, once.
     KvCache(int n_layer, int n_seq, int n_pos, int n_kv_head, int64_t head_dim, bool f16 = false);
+
+    // A free sequence, marked in use; throws llada::Error when all n_seq are taken.
+    int acquire();
+    // Returns sequence `seq` (acquired before) to the free set.
+    void release(int seq);
+    int n_free() const;
+    bool in_use(int seq) const { return seq >= 0 && seq < n_seq_ && used_[seq]; }
 
     int n_layer() const { return n_layer_; }
     int n_seq() const { return n_seq_; }
@@ -75,6 +86,7 @@ class KvCache {
     bool f16_ = false;
     std::vector<float> k_, v_;
     std::vector<uint16_t> k16_, v16_;
+    std::vector<bool> used_;
 };
 
 }  // namespace llada::runtime

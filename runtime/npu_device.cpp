@@ -126,6 +126,8 @@ class NpuCompiledPlan : public CompiledPlan {
         tokens.assign(m.plan.max_rows, 0);
         pos.assign(m.plan.max_rows, 0);
         seq.assign(m.plan.max_rows, 0);
+        slot.assign(m.plan.max_rows, -1);
+        exclude.assign(m.plan.max_rows, -1);
         out_rows.assign(std::max<int64_t>(1, m.plan.max_out_rows), 0);
         offset.assign(m.table.weights.size(), 0);
     }
@@ -148,7 +150,7 @@ class NpuCompiledPlan : public CompiledPlan {
     std::vector<Prefetcher::Job> jobs;
     std::vector<double> finish;  // projected finish time of each streamed unit
     // The batch padded to the bucket.
-    std::vector<int32_t> tokens, pos, seq, out_rows;
+    std::vector<int32_t> tokens, pos, seq, slot, exclude, out_rows;
 };
 
 // The projected clock of one forward, and what the memory runtime did.
@@ -319,6 +321,8 @@ class NpuSimDevice : public Device {
             cp.tokens[r] = batch.tokens[src];
             cp.pos[r] = batch.pos[src];
             cp.seq[r] = batch.seq[src];
+            cp.slot[r] = r < batch.n_rows ? batch.slot_of(src) : -1;
+            cp.exclude[r] = batch.exclude_of(src);
         }
         for (int64_t i = 0; i < out_bucket; ++i)
             cp.out_rows[i] = i < batch.n_out ? batch.out_rows[i] : 0;
@@ -326,6 +330,8 @@ class NpuSimDevice : public Device {
         padded.tokens = cp.tokens.data();
         padded.pos = cp.pos.data();
         padded.seq = cp.seq.data();
+        padded.slot = cp.slot.data();
+        padded.exclude = cp.exclude.data();
         padded.n_out = out_bucket;
         padded.out_rows = cp.out_rows.data();
 

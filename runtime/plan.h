@@ -88,6 +88,12 @@ struct PlanOptions {
     bool lut_dequant = false;  // Q4_0 matmuls through the int4 table (float activations)
     bool lut_exp = false;      // attention softmax through the exp table
     bool kv_f16 = false;       // the session's KV cache in fp16 (runtime/kv_cache.h)
+    // The last layer's attention, output projection and FFN on the output rows only (their K/V
+    // still stored for every row). model::Session turns it on for devices without tiles (on a
+    // tiled device the rows are padded to a tile anyway, and output-row work is placed on the
+    // CPU there) unless full_last_layer asks for the whole last layer (to measure the gain).
+    bool gather_last_layer = false;
+    bool full_last_layer = false;
 };
 
 class PlanBuilder {
