@@ -12,6 +12,20 @@ std::unique_ptr<Policy> make_autoregressive_policy(const model::Model& model,
                                                    runtime::Device& device,
                                                    const GenerateOptions& opt, const TokenIds& ids);
 
+const char* token_state_name(TokenState s) {
+    switch (s) {
+        case TokenState::Masked:
+            return "masked";
+        case TokenState::Draft:
+            return "draft";
+        case TokenState::Visible:
+            return "visible";
+        case TokenState::Stable:
+            return "stable";
+    }
+    return "?";
+}
+
 const char* remasking_name(Remasking r) {
     return r == Remasking::LowConfidence ? "low_confidence" : "random";
 }
@@ -30,14 +44,14 @@ std::vector<int32_t> GenerateResult::answer(const TokenIds& ids) const {
 }
 
 std::vector<std::string> policy_names() {
-    return {"vanilla", "prefix-cache", "dual-cache", "threshold", "ar"};
+    return {"vanilla", "prefix-cache", "dual-cache", "threshold", "need", "mbsd", "ar"};
 }
 
 std::unique_ptr<Policy> make_policy(const std::string& name, const model::Model& model,
                                     runtime::Device& device, const GenerateOptions& options,
                                     const TokenIds& ids) {
     if (name == "vanilla" || name == "prefix-cache" || name == "dual-cache" ||
-        name == "threshold") {
+        name == "threshold" || name == "need" || name == "mbsd") {
         return make_diffusion_policy(name, model, device, options, ids);
     }
     if (name == "ar") return make_autoregressive_policy(model, device, options, ids);

@@ -15,7 +15,24 @@
 
 namespace llada::decode {
 
+struct DecisionTrace;  // decode/trace.h
+
 enum class Remasking { LowConfidence, Random };
+
+// The state of a generated position (docs/step-engine.md). Prompt positions are Stable.
+//   Masked   holds the mask token.
+//   Draft    a speculative prediction for a later block (mbsd); not committed, and its K/V is
+//            never part of the cache that later steps treat as final.
+//   Visible  committed, still revisable (K/V may be refreshed).
+//   Stable   final: its block is complete and its K/V is part of the stable prefix.
+enum class TokenState : uint8_t { Masked, Draft, Visible, Stable };
+const char* token_state_name(TokenState s);
+
+// What a draft row feeds into the window (mbsd): the mask token (the default: a draft changes
+// nothing that other rows see), or the draft token itself (drafts act as context for the rows
+// around them; their K/V are written to the draft's slot, which is recomputed whenever the
+// position's state changes).
+enum class DraftInput { Mask, Token };
 const char* remasking_name(Remasking r);
 
 // Special token ids a policy needs.
@@ -52,6 +69,26 @@ struct GenerateOptions {
     bool fused_sampling = true;
     // Kernel choices (table-driven exp / int4 dequantisation), passed to the model's plans.
     runtime::PlanOptions kernels;
+
+    // mbsd: lookahead rows per step; -1 = auto (sized from the device's latency table or this
+    // host's calibrated forward cost), N >= 0 forces N.
+    int lookahead = -1;
+    // mbsd auto lookahead: the window's activation memory may not exceed this (0: no cap
+    // beyond the session's rows).
+    double lookahead_mem_mb = 0.0;
+    DraftInput draft_input = DraftInput::Mask;
+    // mbsd draft acceptance: when its block becomes current, a draft is accepted if that
+    // block's first forward predicts the same token with confidence >= accept (default 0.5).
+    double accept = 0.5;
+    // mbsd --lookahead auto on a device without a cost model: this host's forward cost by row
+    // count is measured once per canvas length and kept here (empty: in memory only);
+    // recalibrate measures again.
+    std::string calibration_file;
+    bool recalibrate = false;
+    // Replay (decode/trace.h): each step commits as many positions, and accepts as large a
+    // share of its drafts, as the trace's step did; the windows follow from the policy's own
+    // rules. Predictions only supply the tokens (any non-mask token on a timing-only device).
+    const DecisionTrace* replay = nullptr;
 };
 
 // One denoising step as it happened.
@@ -63,6 +100,15 @@ struct StepInfo {
     int64_t rows = 0;       // transformer rows computed at this step
     int64_t lm_head_rows = 0;
     double ms = 0.0;  // host wall time of the step
+    // Step engine counters (the diffusion policies).
+    int64_t rows_device = 0;  // rows the device computed (tile padding included)
+    int lookahead = 0;        // lookahead rows in the window (mbsd)
+    int drafts_proposed = 0;  // lookahead rows whose prediction became a draft
+    int drafts_accepted = 0;  // drafts committed when their block became current
+    int drafts_rejected = 0;  // drafts returned to masked then
+    int n_masked = 0, n_draft = 0, n_visible = 0, n_stable = 0;  // generated positions by state
+    // The window's rows by the state of their position (first sequence).
+    int rows_masked = 0, rows_draft = 0, rows_committed = 0;
 };
 
 // What a live view needs after each step.
@@ -72,6 +118,10 @@ struct StepEvent {
     int prompt_len;
     std::span<const int32_t> canvas;     // the whole canvas after the step
     std::span<const int32_t> committed;  // positions decided at this step
+    // Per canvas position (empty for policies without token states): its state, and the draft
+    // token (-1 where none).
+    std::span<const TokenState> states = {};
+    std::span<const int32_t> drafts = {};
 };
 using StepCallback = std::function<void(const StepEvent&)>;
 
@@ -82,6 +132,8 @@ struct GenerateResult {
     model::ForwardStats stats;
     double wall_s = 0.0;
     bool stopped_early = false;  // positions after the stop were filled with end-of-text
+    int64_t rows_device = 0;     // rows the device computed (tile padding included)
+    int64_t drafts_proposed = 0, drafts_accepted = 0, drafts_rejected = 0;
 
     // The generated ids, prompt excluded.
     std::vector<int32_t> generated() const;

@@ -214,7 +214,7 @@ TEST(Vanilla, ImpossibleOptionsAreRejectedClearly) {
             EXPECT_NO_THROW(decode::make_policy(name, name == "ar" ? *causal : *m, *dev, o, ids))
                 << name;
         }
-        EXPECT_EQ(decode::policy_names().size(), 5u);
+        EXPECT_EQ(decode::policy_names().size(), 7u);
     }
     // A causal model cannot be decoded by a diffusion policy.
     auto ar = model::Model::load((data_dir() / "llama-causal.gguf").string());

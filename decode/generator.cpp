@@ -1,0 +1,564 @@
+// The step engine (decode/generator.h): the block-wise diffusion decoder behind `vanilla`,
+// `prefix-cache`, `dual-cache`, `threshold`, `need` and `mbsd`, one step at a time. Policies
+// differ in which rows a step computes (the window mode) and how many positions it commits
+// (the commit rule).
+//
+// vanilla      LLaDA's reference generate(), decision for decision: every step is a forward over
+//              the whole canvas; the schedule (get_num_transfer_tokens) commits a fixed number of
+//              masked positions of the current block by confidence; all scheduled steps run.
+// prefix-cache Fast-dLLM's prefix cache: at the start of each block (and every `refresh` steps) a
+//              full forward refreshes every position's K/V and serves as that step's prediction;
+//              the other steps compute only the rows from the block start to the end of the
+//              canvas (block + suffix) against the cached K/V of the prefix. Approximation: the
+//              prefix K/V are those of the refresh, so they do not see the block's later commits.
+// dual-cache   Fast-dLLM's dual cache: as prefix-cache, but the other steps compute only the
+//              block's rows; the suffix K/V are also those of the refresh.
+// threshold    every step a full forward, like vanilla, but the commit rule is parallel.
+// need         windows of need: the first forward computes the whole canvas; after that a step
+//              computes only the current block's masked rows and the committed rows whose K/V
+//              were computed before their token was committed (each such row once, in the next
+//              forward), and serves everything else from the cache. Where this differs from
+//              dual-cache: there is no full refresh at block starts, so a committed token's K/V
+//              (and the suffix's) keep the context of the forward that computed them, and the
+//              block's committed rows are not recomputed every step.
+// mbsd         need + multi-block speculation: lookahead rows from the next block(s) join the
+//              window; their predictions become drafts (token + confidence). Blocks commit
+//              strictly left to right: when a block becomes current, its first forward re-predicts
+//              every position of it; a draft is accepted (committed) when that re-prediction is the
+//              same token with confidence >= --accept, and otherwise returns to masked; the commit
+//              rule then runs over the block's masked positions as usual. Draft rows feed the mask
+//              token (default) or the draft token (DraftInput); either way a draft's K/V is only
+//              ever in its own slot, which is recomputed when the position's state changes.
+// Commit rules: the schedule; threshold tau (every masked position of the block with confidence
+// >= tau, at least the most confident); factor f (the n-th most confident needs
+// >= 1 - f / (n + 1), at least one). With a parallel rule a block takes as many steps as it needs
+// (--steps does not apply), as in Fast-dLLM.
+#include "decode/generator.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+
+#include "decode/trace.h"
+#include "util/error.h"
+
+namespace llada::decode {
+
+DiffusionConfig configure_diffusion(const std::string& name, const GenerateOptions& opt) {
+    DiffusionConfig c;
+    if (opt.threshold != 0.0 && opt.factor != 0.0) {
+        throw Error("--threshold and --factor are two commit rules; give only one");
+    }
+    if (opt.threshold != 0.0 && !(opt.threshold > 0.0 && opt.threshold <= 1.0)) {
+        throw Error("--threshold must be in (0, 1], got " + std::to_string(opt.threshold));
+    }
+    if (opt.factor != 0.0 && !(opt.factor > 0.0)) {
+        throw Error("--factor must be > 0, got " + std::to_string(opt.factor));
+    }
+    if (opt.refresh < 0) throw Error("--refresh must be >= 0");
+    const CommitRule parallel = opt.factor > 0.0 ? CommitRule::Factor : CommitRule::Threshold;
+    const bool rule_given = opt.threshold > 0.0 || opt.factor > 0.0;
+    const CommitRule rule = rule_given ? parallel : CommitRule::Schedule;
+    if (name == "vanilla") {
+        if (rule_given) {
+            throw Error(
+                "policy vanilla is LLaDA's reference schedule; for parallel commits use "
+                "--policy threshold (or a cache policy with --threshold/--factor)");
+        }
+    } else if (name == "threshold") {
+        c = {"threshold", WindowMode::Full, parallel, false, true, false};
+    } else if (name == "prefix-cache") {
+        c = {"prefix-cache", WindowMode::Prefix, rule, false, true, false};
+    } else if (name == "dual-cache") {
+        c = {"dual-cache", WindowMode::Dual, rule, false, true, false};
+    } else if (name == "need") {
+        c = {"need", WindowMode::Need, rule, false, true, false};
+    } else if (name == "mbsd") {
+        c = {"mbsd", WindowMode::Need, rule, false, true, true};
+    } else {
+        throw Error("internal: unknown diffusion policy " + name);
+    }
+    if (opt.refresh > 0 && c.window != WindowMode::Prefix && c.window != WindowMode::Dual) {
+        throw Error("--refresh applies to the cache policies (prefix-cache, dual-cache), not " +
+                    name);
+    }
+    if (c.rule != CommitRule::Schedule && opt.remasking == Remasking::Random) {
+        throw Error(
+            "--threshold/--factor rank positions by confidence; they cannot be combined "
+            "with --remasking random");
+    }
+    if (c.speculate && opt.remasking == Remasking::Random) {
+        throw Error(
+            "mbsd accepts drafts by confidence; it cannot be combined with --remasking random");
+    }
+    if (!(opt.accept > 0.0 && opt.accept <= 1.0)) {
+        throw Error("--accept must be in (0, 1], got " + std::to_string(opt.accept));
+    }
+    if (opt.lookahead < -1) throw Error("--lookahead must be 'auto' or >= 0");
+    if (opt.early_stop >= 0) c.early_stop = opt.early_stop != 0;
+    return c;
+}
+
+Generator::Generator(const model::Model& model, const GenerateOptions& opt, const TokenIds& ids,
+                     const DiffusionConfig& cfg, std::span<const int32_t> prompt,
+                     const ForwardCost* cost)
+    : model_(model), opt_(opt), ids_(ids), cfg_(cfg), cost_(cost), own_noise_(opt.seed) {
+    validate_common_options(opt, ids, model);
+    if (opt_.threshold == 0.0 && opt_.factor == 0.0 && cfg_.rule == CommitRule::Threshold) {
+        opt_.threshold = 0.9;  // the threshold policy's default tau (Fast-dLLM's)
+    }
+    if (cfg_.speculate && opt_.lookahead < 0 && (cost_ == nullptr || cost_->empty())) {
+        throw Error("--lookahead auto needs the device's latency table or a calibration");
+    }
+    P_ = static_cast<int>(prompt.size());
+    L_ = P_ + opt_.gen;
+    check_canvas_fits(model_, P_, opt_.gen);
+    check_prompt_ids(model_, prompt);
+    noise_ = opt_.noise ? opt_.noise : &own_noise_;
+    auto& x = res_.canvas;
+    res_.prompt_len = P_;
+    x.assign(prompt.begin(), prompt.end());
+    x.resize(L_, ids_.mask);
+    // Positions that held a real token at the start: the unconditional pass masks them.
+    prompt_index_.resize(L_);
+    state_.resize(L_);
+    for (int p = 0; p < L_; ++p) {
+        prompt_index_[p] = x[p] != ids_.mask;
+        state_[p] = p < P_ ? TokenState::Stable : TokenState::Masked;
+    }
+    draft_tok_.assign(L_, -1);
+    draft_conf_.assign(L_, 0.0f);
+    kv_tok_.assign(L_, -1);
+    n_blocks_ = opt_.gen / opt_.block;
+    steps_per_block_ = opt_.steps / n_blocks_;
+    // Everything a step touches is sized here, so the denoising loop allocates nothing.
+    const size_t rows = static_cast<size_t>(n_seq()) * L_;
+    req_.rows.reserve(rows);
+    req_.kv_len.assign(n_seq(), L_);
+    need_.reserve(L_);
+    look_.reserve(L_);
+    stale_.reserve(L_);
+    cand_.reserve(L_);
+    look_cand_.reserve(L_);
+    chosen_.reserve(L_);
+    committed_.reserve(L_);
+    res_.steps.reserve(static_cast<size_t>(opt_.steps + opt_.gen));
+    schedule_.reserve(static_cast<size_t>(std::max(1, steps_per_block_)));
+    start_block();
+    // A block with nothing to decode (cannot happen on a fresh canvas) would end here.
+    if (!cfg_.exact_reference && block_masked() == 0) done_ = true;
+}
+
+int Generator::block_masked() const {
+    const int b0 = P_ + block_ * opt_.block, b1 = b0 + opt_.block;
+    int m = 0;
+    for (int p = b0; p < b1; ++p)
+        m += res_.canvas[p] == ids_.mask;
+    return m;
+}
+
+void Generator::start_block() {
+    num_transfer_tokens(block_masked(), std::max(1, steps_per_block_), schedule_);
+}
+
+void Generator::finish_block() {
+    auto& x = res_.canvas;
+    const int b0 = P_ + block_ * opt_.block, b1 = b0 + opt_.block;
+    for (int p = b0; p < b1; ++p) {
+        if (state_[p] == TokenState::Visible) state_[p] = TokenState::Stable;
+    }
+    // Once a finished block holds an end-of-text token, the answer is decided: later blocks
+    // cannot change anything before it.
+    if (cfg_.early_stop && block_masked() == 0) {
+        bool ended = false;
+        for (int p = P_; p < b1 && !ended; ++p)
+            ended = x[p] == ids_.eos || x[p] == ids_.eot;
+        if (ended && b1 < L_) {
+            const int32_t fill = ids_.eos >= 0 ? ids_.eos : ids_.eot;
+            for (int p = b1; p < L_; ++p) {
+                x[p] = fill;
+                state_[p] = TokenState::Stable;
+                draft_tok_[p] = -1;
+            }
+            res_.stopped_early = true;
+        }
+    }
+}
+
+const StepRequest& Generator::plan_step() {
+    assert(!done_);
+    req_.rows.clear();
+    need_.clear();
+    look_.clear();
+    stale_.clear();
+    lookahead_ = 0;
+    req_.need_logits = !(opt_.fused_sampling && opt_.temperature == 0.0 && opt_.cfg <= 0.0);
+    if (cfg_.window == WindowMode::Need) {
+        plan_need();
+    } else {
+        plan_classic();
+    }
+    return req_;
+}
+
+void Generator::plan_classic() {
+    const auto& x = res_.canvas;
+    const int block_start = P_ + block_ * opt_.block, block_end = block_start + opt_.block;
+    const int i = step_in_block_;
+    // Which rows this step computes: a full refresh, or the cached policy's window.
+    const bool full =
+        cfg_.window == WindowMode::Full || i == 0 || (opt_.refresh > 0 && i % opt_.refresh == 0);
+    const int w0 = full ? 0 : block_start;
+    const int w1 = full || cfg_.window == WindowMode::Prefix ? L_ : block_end;
+    // Rows whose prediction can matter: masked positions before the block's end.
+    for (int p = w0; p < std::min(w1, block_end); ++p) {
+        if (x[p] == ids_.mask) need_.push_back(p);
+    }
+    size_t k = 0;
+    for (int s = 0; s < n_seq(); ++s) {
+        k = 0;
+        for (int p = w0; p < w1; ++p) {
+            const bool predict = k < need_.size() && need_[k] == p;
+            k += predict;
+            const int32_t tok = s == 1 && prompt_index_[p] ? ids_.mask : x[p];
+            req_.rows.push_back({tok, p, s, p, -1, predict});
+        }
+    }
+}
+
+void Generator::plan_need() {
+    const auto& x = res_.canvas;
+    const int block_start = P_ + block_ * opt_.block, block_end = block_start + opt_.block;
+    const bool first = global_step_ == 0;
+    for (int p = block_start; p < block_end; ++p) {
+        if (state_[p] == TokenState::Masked || state_[p] == TokenState::Draft) need_.push_back(p);
+    }
+    // Committed positions whose slot does not hold their token's K/V yet.
+    int n_stale = 0;
+    for (int p = 0; p < L_ && !first; ++p) {
+        const bool committed = state_[p] == TokenState::Visible || state_[p] == TokenState::Stable;
+        n_stale += committed && kv_tok_[p] != x[p];
+    }
+    if (cfg_.speculate) {
+        int available = 0;
+        for (int p = block_end; p < L_; ++p)
+            available += state_[p] == TokenState::Masked || state_[p] == TokenState::Draft;
+        lookahead_ = opt_.lookahead >= 0
+                         ? std::min(opt_.lookahead, available)
+                         : choose_lookahead(first ? L_ : n_stale + static_cast<int>(need_.size()),
+                                            available);
+        for (int p = block_end; p < L_ && static_cast<int>(look_.size()) < lookahead_; ++p) {
+            if (state_[p] == TokenState::Masked || state_[p] == TokenState::Draft) {
+                look_.push_back(p);
+            }
+        }
+    }
+    size_t in = 0, il = 0;
+    for (int s = 0; s < n_seq(); ++s) {
+        in = il = 0;
+        for (int p = 0; p < L_; ++p) {
+            const bool is_need = in < need_.size() && need_[in] == p;
+            const bool is_look = il < look_.size() && look_[il] == p;
+            in += is_need;
+            il += is_look;
+            const bool committed =
+                state_[p] == TokenState::Visible || state_[p] == TokenState::Stable;
+            const bool stale = committed && kv_tok_[p] != x[p];
+            if (!(first || is_need || is_look || stale)) continue;
+            if (s == 0 && stale && !first) stale_.push_back(p);
+            int32_t tok = committed ? x[p] : ids_.mask;
+            if (is_look && opt_.draft_input == DraftInput::Token && draft_tok_[p] >= 0) {
+                tok = draft_tok_[p];
+            }
+            if (s == 1 && prompt_index_[p]) tok = ids_.mask;
+            // A draft row fed the mask writes nothing: the cache keeps what the policy without
+            // speculation would have there. Fed its draft token, it writes its own slot, so
+            // that the rows around it see the draft.
+            const bool writes = !is_look || first || opt_.draft_input == DraftInput::Token;
+            req_.rows.push_back({tok, p, s, writes ? p : -1, -1, is_need || is_look});
+        }
+    }
+}
+
+int Generator::choose_lookahead(int base_rows, int available) const {
+    LookaheadInputs in;
+    in.base_rows = base_rows * n_seq();
+    in.available = available;
+    in.commits_per_step = commit_steps_ > 0
+                              ? static_cast<double>(commits_) / static_cast<double>(commit_steps_)
+                              : 1.0;
+    in.accept_rate = (static_cast<double>(drafts_accepted_) + 1.0) /
+                     (static_cast<double>(drafts_evaluated_) + 2.0);
+    in.steps_left = static_cast<double>(block_masked()) / std::max(1e-9, in.commits_per_step);
+    in.mem_budget = static_cast<size_t>(opt_.lookahead_mem_mb * 1024.0 * 1024.0);
+    if (n_seq() == 1) return decode::choose_lookahead(*cost_, in);
+    // Classifier-free guidance doubles every row: weigh lookahead in pairs of rows.
+    ForwardCost paired = *cost_;
+    for (auto& r : paired.rows)
+        r = std::max<int64_t>(1, r / n_seq());
+    in.base_rows = base_rows;
+    return decode::choose_lookahead(paired, in);
+}
+
+void Generator::predict(std::span<const RowPrediction> preds, int n_pred) {
+    const int64_t V = model_.hparams().n_vocab;
+    const bool guided = opt_.cfg > 0.0;
+    cand_.assign(static_cast<size_t>(n_pred), {});
+    // The reference draws Gumbel noise for the whole [L][V] canvas, then (random remasking) L
+    // uniforms; only the predicted rows are read.
+    if (opt_.temperature > 0.0) noise_->next_draw(int64_t{L_} * V);
+    auto pos_of = [&](int r) {
+        return r < static_cast<int>(need_.size()) ? need_[r] : look_[r - need_.size()];
+    };
+    const int32_t banned = cfg_.exact_reference ? -1 : ids_.mask;
+    for (int r = 0; r < n_pred; ++r) {
+        const RowPrediction& pr = preds[r];
+        if (pr.stats != nullptr && !req_.need_logits) {
+            const kernels::RowStats& st = *pr.stats;
+            cand_[r].token = st.token;
+            cand_[r].confidence = kernels::row_confidence(st);
+            // Outside the reference policy, a mask id is never committed: use the runner-up.
+            if (!cfg_.exact_reference && cand_[r].token == ids_.mask && st.second >= 0) {
+                cand_[r].token = st.second;
+                cand_[r].confidence =
+                    std::exp(st.second_max - st.max) * kernels::row_confidence(st);
+            }
+            continue;
+        }
+        assert(pr.logits != nullptr);
+        const float* row = pr.logits;
+        if (guided) {
+            guided_.resize(static_cast<size_t>(V));
+            guide(row, preds[n_pred + r].logits, static_cast<float>(opt_.cfg), guided_.data(), V);
+            row = guided_.data();
+        }
+        cand_[r] =
+            pick_candidate(row, V, opt_.temperature, *noise_, int64_t{pos_of(r)} * V, banned);
+        if (opt_.remasking == Remasking::LowConfidence) {
+            cand_[r].confidence = softmax_prob(row, V, cand_[r].token);
+        }
+    }
+    if (opt_.remasking == Remasking::Random) {
+        noise_->next_draw(L_);
+        // The reference draws these in float32.
+        for (int r = 0; r < n_pred; ++r)
+            cand_[r].confidence = static_cast<float>(noise_->at(pos_of(r)));
+    }
+}
+
+void Generator::choose(int scheduled) {
+    switch (cfg_.rule) {
+        case CommitRule::Schedule:
+            return select_top_k(cand_, scheduled, chosen_);
+        case CommitRule::Threshold:
+            return select_by_threshold(cand_, opt_.threshold, chosen_);
+        case CommitRule::Factor:
+            return select_by_factor(cand_, opt_.factor, chosen_);
+    }
+}
+
+void Generator::commit(int p, int32_t tok) {
+    assert(state_[p] != TokenState::Stable);
+    res_.canvas[p] = tok;
+    // The reference may choose the mask id itself; the position then stays masked.
+    state_[p] = tok == ids_.mask ? TokenState::Masked : TokenState::Visible;
+    draft_tok_[p] = -1;
+    committed_.push_back(p);
+}
+
+void Generator::decide(StepInfo& info, int n_need) {
+    const int i = step_in_block_;
+    const int b = block_;
+    // The drafts of a block that has just become current: accepted or back to masked.
+    for (int r = 0; r < n_need; ++r) {
+        const int p = need_[r];
+        if (state_[p] != TokenState::Draft) continue;
+        ++drafts_evaluated_;
+        if (cand_[r].token == draft_tok_[p] && cand_[r].confidence >= opt_.accept) {
+            ++info.drafts_accepted;
+            ++drafts_accepted_;
+            commit(p, cand_[r].token);
+            cand_[r].confidence = -1.0f;  // out of the commit rule's running
+        } else {
+            ++info.drafts_rejected;
+            state_[p] = TokenState::Masked;
+            draft_tok_[p] = -1;
+        }
+    }
+    // The commit rule over the block's positions that are still masked.
+    const int scheduled = i < steps_per_block_
+                              ? (cfg_.exact_reference ? schedule_[i] : std::max(1, schedule_[i]))
+                              : 1;
+    if (!cfg_.exact_reference && i > opt_.block + steps_per_block_) {
+        throw Error("decoding made no progress in block " + std::to_string(b) +
+                    ": the model predicts only the mask token");
+    }
+    // Accepted drafts count as this step's commits: the schedule commits that many fewer, and
+    // the parallel rules do not force their one most confident position when drafts already
+    // made progress.
+    const int accepted = info.drafts_accepted;
+    const int masked = n_need - accepted;
+    const int k = cfg_.rule == CommitRule::Schedule ? scheduled - accepted : scheduled;
+    if (masked > 0 && k > 0) {
+        choose(std::min(k, masked));
+        for (int r : chosen_) {
+            const float c = cand_[r].confidence;
+            const bool forced = accepted > 0 &&
+                                ((cfg_.rule == CommitRule::Threshold && c < opt_.threshold) ||
+                                 (cfg_.rule == CommitRule::Factor && chosen_.size() == 1 &&
+                                  c < 1.0 - opt_.factor / 2.0));
+            if (!forced) commit(need_[r], cand_[r].token);
+        }
+    }
+}
+
+// A replayed step (decode/trace.h): the trace says how many positions to commit and what share
+// of the drafts to accept; they are taken left to right, with the predicted tokens.
+void Generator::replay(StepInfo& info) {
+    const int n_need = static_cast<int>(need_.size());
+    const int32_t V = static_cast<int32_t>(model_.hparams().n_vocab);
+    auto token_of = [&](int r) {
+        const int32_t t = cand_[r].token;
+        return t >= 0 && t < V && t != ids_.mask ? t : (ids_.mask + 1) % V;
+    };
+    int drafts = 0, committed = 0;
+    const int b0 = P_ + block_ * opt_.block;
+    for (int p = b0; p < b0 + opt_.block; ++p)
+        committed += state_[p] == TokenState::Visible || state_[p] == TokenState::Stable;
+    for (int r = 0; r < n_need; ++r)
+        drafts += state_[need_[r]] == TokenState::Draft;
+    ReplayDecision d;
+    replay_decision(*opt_.replay, n_blocks_, opt_.block, block_, step_in_block_, drafts, committed,
+                    d);
+    int accept = d.accept, rest = d.commit - d.accept;
+    for (int r = 0; r < n_need; ++r) {
+        const int p = need_[r];
+        if (state_[p] != TokenState::Draft) continue;
+        ++drafts_evaluated_;
+        if (accept > 0) {
+            --accept;
+            ++info.drafts_accepted;
+            ++drafts_accepted_;
+            commit(p, draft_tok_[p]);
+        } else {
+            ++info.drafts_rejected;
+            state_[p] = TokenState::Masked;
+            draft_tok_[p] = -1;
+        }
+    }
+    for (int r = 0; r < n_need && rest > 0; ++r) {
+        if (state_[need_[r]] != TokenState::Masked) continue;
+        commit(need_[r], token_of(r));
+        --rest;
+    }
+}
+
+void Generator::apply(std::span<const RowPrediction> preds) {
+    assert(!done_);
+    const int n_need = static_cast<int>(need_.size());
+    const int n_pred = n_need + static_cast<int>(look_.size());
+    assert(static_cast<int>(preds.size()) == n_pred * n_seq());
+    predict(preds, n_pred);
+    const int i = step_in_block_;
+    const int b = block_;
+    StepInfo info;
+    info.step = global_step_;
+    info.block = b;
+    info.step_in_block = i;
+    info.lookahead = static_cast<int>(look_.size());
+    committed_.clear();
+    // The lookahead rows' candidates apart: the commit rule ranks the block's positions only.
+    look_cand_.assign(cand_.begin() + n_need, cand_.end());
+    cand_.resize(static_cast<size_t>(n_need));
+    if (opt_.replay != nullptr) {
+        replay(info);
+    } else {
+        decide(info, n_need);
+    }
+    // Lookahead predictions become (or replace) drafts.
+    for (size_t r = 0; r < look_.size(); ++r) {
+        const int p = look_[r];
+        state_[p] = TokenState::Draft;
+        draft_tok_[p] = look_cand_[r].token;
+        // A replay on a timing-only device predicts placeholders: keep drafts committable.
+        const int32_t V = static_cast<int32_t>(model_.hparams().n_vocab);
+        if (opt_.replay && (draft_tok_[p] < 0 || draft_tok_[p] >= V || draft_tok_[p] == ids_.mask))
+            draft_tok_[p] = (ids_.mask + 1) % V;
+        draft_conf_[p] = look_cand_[r].confidence;
+        ++info.drafts_proposed;
+    }
+    // The cache slots the step wrote now hold K/V of the rows' input tokens.
+    for (const RowRequest& row : req_.rows) {
+        if (row.seq == 0 && row.slot >= 0) kv_tok_[row.slot] = row.token;
+    }
+    commits_ += static_cast<int64_t>(committed_.size());
+    commit_steps_ += 1;
+    info.committed = static_cast<int>(committed_.size());
+    info.rows = static_cast<int64_t>(req_.rows.size());
+    for (const RowRequest& row : req_.rows) {
+        if (row.seq != 0) continue;
+        const bool look = std::binary_search(look_.begin(), look_.end(), row.pos);
+        if (look) {
+            ++info.rows_draft;
+        } else if (row.token == ids_.mask && !(row.pos < P_)) {
+            ++info.rows_masked;
+        } else {
+            ++info.rows_committed;
+        }
+    }
+    info.rows_device = info.rows;
+    info.lm_head_rows = static_cast<int64_t>(preds.size());
+    res_.rows_device += info.rows;
+    res_.stats.forwards += 1;
+    res_.stats.rows += info.rows;
+    res_.stats.lm_head_rows += info.lm_head_rows;
+    res_.drafts_proposed += info.drafts_proposed;
+    res_.drafts_accepted += info.drafts_accepted;
+    res_.drafts_rejected += info.drafts_rejected;
+    ++step_in_block_;
+    ++global_step_;
+    // Advance past every block that is over.
+    for (;;) {
+        const bool over =
+            cfg_.exact_reference ? step_in_block_ >= steps_per_block_ : block_masked() == 0;
+        if (!over) break;
+        finish_block();
+        ++block_;
+        step_in_block_ = 0;
+        if (block_ >= n_blocks_ || res_.stopped_early) {
+            done_ = true;
+            break;
+        }
+        start_block();
+    }
+    for (int p = P_; p < L_; ++p) {
+        switch (state_[p]) {
+            case TokenState::Masked:
+                ++info.n_masked;
+                break;
+            case TokenState::Draft:
+                ++info.n_draft;
+                break;
+            case TokenState::Visible:
+                ++info.n_visible;
+                break;
+            case TokenState::Stable:
+                ++info.n_stable;
+                break;
+        }
+    }
+    res_.steps.push_back(info);
+}
+
+void Generator::record_cost(int64_t device_rows, double ms) {
+    StepInfo& s = res_.steps.back();
+    res_.rows_device += device_rows - s.rows_device;
+    s.rows_device = device_rows;
+    s.ms = ms;
+}
+
+GenerateResult Generator::take_result() {
+    return std::move(res_);
+}
+
+}  // namespace llada::decode

@@ -1,0 +1,147 @@
+// The step engine: one diffusion generation that advances one denoising step at a time. It owns
+// the canvas with a state per position, says which window rows it needs each step (plan_step),
+// and turns the rows' predictions into state transitions (apply). It never touches kernels or
+// the device: decode::Scheduler gathers the rows of one or many generations into one forward.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "decode/lookahead.h"
+#include "decode/noise.h"
+#include "decode/policy.h"
+#include "decode/sampling.h"
+#include "kernels/kernels.h"
+
+namespace llada::decode {
+
+// Which rows a step computes (docs/step-engine.md).
+enum class WindowMode {
+    Full,    // the whole canvas every step (vanilla, threshold)
+    Prefix,  // full refresh at each block start, then block + suffix (Fast-dLLM prefix cache)
+    Dual,    // full refresh at each block start, then the block (Fast-dLLM dual cache)
+    Need,    // windows of need: the block's masked rows, the rows whose K/V is stale, lookahead
+};
+enum class CommitRule { Schedule, Threshold, Factor };
+
+// What a policy name and its options mean for the step engine.
+struct DiffusionConfig {
+    const char* name = "vanilla";
+    WindowMode window = WindowMode::Full;
+    CommitRule rule = CommitRule::Schedule;
+    bool exact_reference = true;  // vanilla: every scheduled step runs, the mask id may be chosen
+    bool early_stop = false;
+    bool speculate = false;  // mbsd: lookahead rows in the next block(s) carry drafts
+};
+// Throws llada::Error for impossible combinations, naming them.
+DiffusionConfig configure_diffusion(const std::string& name, const GenerateOptions& opt);
+
+// One window row a generation asks for. `seq` is the generation's own sequence index (0, or 1
+// for the unconditional branch of classifier-free guidance); the scheduler maps it onto a KV
+// cache sequence. The row's K/V go to `slot` of that sequence (-1: nowhere); it attends to the
+// sequence's slots [0, kv_len) except `exclude` (-1: none).
+struct RowRequest {
+    int32_t token = 0;
+    int32_t pos = 0;
+    int32_t seq = 0;
+    int32_t slot = -1;
+    int32_t exclude = -1;
+    bool predict = false;  // the row's prediction is needed (it goes through the LM head)
+};
+
+struct StepRequest {
+    std::vector<RowRequest> rows;
+    std::vector<int32_t> kv_len;  // per own sequence
+    bool need_logits = false;     // vocabulary-wide logits rows (T > 0, CFG, --full-logits)
+};
+
+// The output of one predicted row: its logits row, or the fused head's statistics.
+struct RowPrediction {
+    const float* logits = nullptr;             // [n_vocab]
+    const kernels::RowStats* stats = nullptr;  // when the fused head ran
+};
+
+class Generator {
+  public:
+    // `cost` sizes mbsd's lookahead (null: none available; then --lookahead auto is refused).
+    Generator(const model::Model& model, const GenerateOptions& opt, const TokenIds& ids,
+              const DiffusionConfig& cfg, std::span<const int32_t> prompt,
+              const ForwardCost* cost = nullptr);
+
+    int n_seq() const { return opt_.cfg > 0.0 ? 2 : 1; }
+    int canvas_len() const { return L_; }
+    bool done() const { return done_; }
+
+    // The rows of the next step (valid until the next call). Call only while !done().
+    const StepRequest& plan_step();
+    // The predictions of the planned rows with predict = true, in their order; performs the
+    // step's commits, drafts, acceptances and rejections, and advances blocks.
+    void apply(std::span<const RowPrediction> preds);
+
+    // Set by the scheduler after each forward: rows the device computed for this generation
+    // (tile padding included, shared padding split by rows) and the step's wall time.
+    void record_cost(int64_t device_rows, double ms);
+
+    const GenerateResult& result() const { return res_; }
+    GenerateResult take_result();
+    std::span<const TokenState> states() const { return state_; }
+    // Draft token per position (-1 where there is none).
+    std::span<const int32_t> drafts() const { return draft_tok_; }
+    // Positions whose cache slot holds K/V computed from their current committed token.
+    bool kv_fresh(int p) const {
+        return kv_tok_[p] == res_.canvas[p] && state_[p] != TokenState::Masked;
+    }
+    // The token whose K/V the cache slot of position p holds (-1: never written).
+    int32_t kv_token(int p) const { return kv_tok_[p]; }
+    const StepInfo& last_step() const { return res_.steps.back(); }
+    std::span<const int32_t> last_committed() const { return committed_; }
+
+  private:
+    void plan_classic();
+    void plan_need();
+    int choose_lookahead(int base_rows, int available) const;
+    void predict(std::span<const RowPrediction> preds, int n_need);
+    void choose(int scheduled);
+    void commit(int p, int32_t tok);
+    void decide(StepInfo& info, int n_need);  // the policy's own decisions
+    void replay(StepInfo& info);              // the decisions of a trace
+    int block_masked() const;
+    void finish_block();
+    void start_block();
+
+    const model::Model& model_;
+    GenerateOptions opt_;
+    TokenIds ids_;
+    DiffusionConfig cfg_;
+    const ForwardCost* cost_;
+    CounterNoise own_noise_;
+    NoiseSource* noise_;
+
+    int P_ = 0, L_ = 0, n_blocks_ = 0, steps_per_block_ = 0;
+    int block_ = 0, step_in_block_ = 0, global_step_ = 0;
+    bool done_ = false;
+    GenerateResult res_;  // its canvas is the generation's token per position
+    std::vector<TokenState> state_;
+    std::vector<bool> prompt_index_;
+    std::vector<int32_t> draft_tok_;
+    std::vector<float> draft_conf_;
+    std::vector<int32_t> kv_tok_;  // token whose K/V each slot holds (-1: none yet)
+    std::vector<int> schedule_;
+
+    // This step's plan.
+    StepRequest req_;
+    std::vector<int32_t> need_;   // positions of the current block predicted this step
+    std::vector<int32_t> look_;   // lookahead positions predicted this step (drafts)
+    std::vector<int32_t> stale_;  // committed positions whose K/V this step recomputes
+    int lookahead_ = 0;
+    // Decisions.
+    std::vector<Candidate> cand_, look_cand_;
+    std::vector<float> guided_;
+    std::vector<int> chosen_;
+    std::vector<int32_t> committed_;
+    // Running estimates for the lookahead chooser.
+    int64_t drafts_evaluated_ = 0, drafts_accepted_ = 0, commits_ = 0, commit_steps_ = 0;
+};
+
+}  // namespace llada::decode

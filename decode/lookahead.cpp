@@ -1,0 +1,145 @@
+// mbsd's lookahead sizing: forward cost by row count and the rule that uses it.
+#include "decode/lookahead.h"
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <sstream>
+
+#include "util/error.h"
+
+namespace llada::decode {
+
+double ForwardCost::at(int64_t r) const {
+    if (rows.empty()) return 0.0;
+    if (r <= rows.front()) return ms.front() * static_cast<double>(r) / rows.front();
+    for (size_t i = 1; i < rows.size(); ++i) {
+        if (r <= rows[i]) {
+            const double f = static_cast<double>(r - rows[i - 1]) / (rows[i] - rows[i - 1]);
+            return ms[i - 1] + f * (ms[i] - ms[i - 1]);
+        }
+    }
+    if (rows.size() < 2) return ms.back() * static_cast<double>(r) / rows.back();
+    const size_t n = rows.size();
+    const double slope = (ms[n - 1] - ms[n - 2]) / static_cast<double>(rows[n - 1] - rows[n - 2]);
+    return ms[n - 1] + slope * static_cast<double>(r - rows[n - 1]);
+}
+
+size_t ForwardCost::arena_at(int64_t r) const {
+    for (size_t i = 0; i < rows.size(); ++i) {
+        if (r <= rows[i]) return i < arena_bytes.size() ? arena_bytes[i] : 0;
+    }
+    return arena_bytes.empty() ? 0 : arena_bytes.back();
+}
+
+ForwardCost device_forward_cost(model::Session& session, int64_t max_rows, int64_t kv_len) {
+    ForwardCost c;
+    std::vector<int64_t> rows(static_cast<size_t>(max_rows));
+    for (int64_t r = 0; r < max_rows; ++r)
+        rows[r] = r + 1;
+    const auto table = session.latency_table(rows, kv_len);
+    if (table.empty()) return c;
+    const auto caps = session.device().caps();
+    c.source = "latency_table:" + caps.name + "/" + caps.profile + " (projected)";
+    for (const auto& e : table) {
+        c.rows.push_back(e.rows);
+        c.ms.push_back(e.projected_ms);
+        c.arena_bytes.push_back(e.arena_bytes);
+    }
+    return c;
+}
+
+ForwardCost calibrate_forward_cost(model::Session& session, int64_t max_rows, int64_t kv_len,
+                                   int reps) {
+    if (session.n_pos() < kv_len || max_rows > session.max_rows()) {
+        throw Error("calibration needs a session of at least " + std::to_string(kv_len) +
+                    " positions and " + std::to_string(max_rows) + " rows");
+    }
+    ForwardCost c;
+    c.source = "calibrated on this host";
+    std::vector<int64_t> points;
+    for (int64_t r = 1; r < max_rows; r *= 2)
+        points.push_back(r);
+    points.push_back(max_rows);
+    const int64_t n = max_rows;
+    std::vector<int32_t> tok(n, 0), pos(n), seq(n, 0), slot(n, -1), out(n);
+    for (int64_t r = 0; r < n; ++r) {
+        pos[r] = static_cast<int32_t>(r % kv_len);
+        out[r] = static_cast<int32_t>(r);
+    }
+    const int32_t kv = static_cast<int32_t>(kv_len);
+    std::vector<int32_t> kv_lens(session.n_seq(), kv);
+    for (int64_t r : points) {
+        runtime::Batch b{
+            r,          tok.data(),     pos.data(),  seq.data(), std::min(r, session.max_out()),
+            out.data(), kv_lens.data(), slot.data(), nullptr};
+        session.forward_stats(b);  // warm-up
+        std::vector<double> t;
+        for (int i = 0; i < reps; ++i) {
+            const auto t0 = std::chrono::steady_clock::now();
+            session.forward_stats(b);
+            t.push_back(
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                    .count());
+        }
+        std::sort(t.begin(), t.end());
+        c.rows.push_back(r);
+        c.ms.push_back(t[t.size() / 2]);
+        c.arena_bytes.push_back(0);
+    }
+    // Calibration forwards are not part of any generation's counts.
+    session.reset_stats();
+    return c;
+}
+
+ForwardCost read_forward_cost(const std::string& path, const std::string& key) {
+    ForwardCost c;
+    std::ifstream f(path);
+    if (!f) return c;
+    std::string line;
+    if (!std::getline(f, line) || line != "llada.cpp forward cost " + key) return c;
+    int64_t r;
+    double ms;
+    while (f >> r >> ms) {
+        c.rows.push_back(r);
+        c.ms.push_back(ms);
+        c.arena_bytes.push_back(0);
+    }
+    c.source = "calibrated on this host (cached in " + path + ")";
+    return c;
+}
+
+void write_forward_cost(const std::string& path, const std::string& key, const ForwardCost& c) {
+    std::ofstream f(path);
+    if (!f) throw Error("cannot write the calibration file '" + path + "'");
+    f << "llada.cpp forward cost " << key << "\n";
+    for (size_t i = 0; i < c.rows.size(); ++i)
+        f << c.rows[i] << " " << c.ms[i] << "\n";
+}
+
+int choose_lookahead(const ForwardCost& cost, const LookaheadInputs& in) {
+    int limit = std::max(0, in.available);
+    if (in.max_rows > 0)
+        limit = std::min<int64_t>(limit, std::max<int64_t>(0, in.max_rows - in.base_rows));
+    if (in.mem_budget > 0) {
+        while (limit > 0 && cost.arena_at(in.base_rows + limit) > in.mem_budget)
+            --limit;
+    }
+    if (limit == 0 || cost.empty()) return 0;
+    const double c = std::max(1e-9, in.commits_per_step);
+    const double s = std::max(1.0, in.steps_left);
+    int best = 0;
+    double best_per_token = cost.at(std::max(1, in.base_rows)) / c;
+    for (int n = 1; n <= limit; ++n) {
+        const double e = c + in.accept_rate * n / s;
+        const double per_token = cost.at(in.base_rows + n) / e;
+        // Strictly better only: equal cost per token keeps the smaller window.
+        if (per_token < best_per_token * (1.0 - 1e-12)) {
+            best = n;
+            best_per_token = per_token;
+        }
+    }
+    return best;
+}
+
+}  // namespace llada::decode

@@ -1,0 +1,62 @@
+// How many lookahead rows mbsd adds to a step: a forward's cost by row count (from the device's
+// latency table, or this host's calibrated cost) and the rule that weighs extra rows against
+// the tokens they are expected to commit.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/model.h"
+
+namespace llada::decode {
+
+// What one forward of `rows` window rows costs, in milliseconds, at the canvas's attention span.
+// Measured points, linearly interpolated between them (and extrapolated from the last two).
+struct ForwardCost {
+    std::string source;         // "latency_table:<profile> (projected)" or "calibrated:<host>"
+    std::vector<int64_t> rows;  // ascending
+    std::vector<double> ms;
+    std::vector<size_t> arena_bytes;  // activation memory at each point (0 if unknown)
+
+    bool empty() const { return rows.empty(); }
+    double at(int64_t r) const;
+    size_t arena_at(int64_t r) const;
+};
+
+// From the session's device when it has a cost model (npu-sim, a projected cpu): every row count
+// 1..max_rows at kv_len keys. Empty when the device has none.
+ForwardCost device_forward_cost(model::Session& session, int64_t max_rows, int64_t kv_len);
+
+// Times forwards of 1, 2, 4, ... max_rows rows (and max_rows) on the session, each the median
+// of `reps` runs after a warm-up, attending to kv_len slots of sequence 0. The rows write no K/V.
+ForwardCost calibrate_forward_cost(model::Session& session, int64_t max_rows, int64_t kv_len,
+                                   int reps = 3);
+
+// Reads / writes a calibration as plain text (one "rows ms" pair per line after a header with
+// the key); read returns an empty cost when the file is missing or its key differs.
+ForwardCost read_forward_cost(const std::string& path, const std::string& key);
+void write_forward_cost(const std::string& path, const std::string& key, const ForwardCost& c);
+
+// The lookahead rule (docs/step-engine.md). A step needs `base_rows` rows without
+// speculation; up to `available` lookahead positions exist. A step is expected to commit
+//     E(n) = c + a * n / s
+// tokens with n lookahead rows: c current-block commits per step (this generation's mean so far),
+// a the fraction of drafts accepted so far, s the steps the current block is expected to take
+// still (masked rows / c, at least 1): a draft pays off only if it is the one in place when its
+// block becomes current. The chosen n minimises cost(base_rows + n) / E(n) (ties: the smaller n),
+// so the rows a shape bucket already pays for are filled and the next bucket is entered only
+// while the projected time per committed token falls. `max_rows` and the memory budget cap
+// base_rows + n.
+struct LookaheadInputs {
+    int base_rows = 0;
+    int available = 0;
+    double commits_per_step = 1.0;  // c
+    double accept_rate = 0.5;       // a
+    double steps_left = 1.0;        // s
+    int64_t max_rows = 0;
+    size_t mem_budget = 0;  // bytes of activation memory (0: none)
+};
+int choose_lookahead(const ForwardCost& cost, const LookaheadInputs& in);
+
+}  // namespace llada::decode

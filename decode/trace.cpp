@@ -1,0 +1,42 @@
+// Replaying a decision trace onto a canvas of another shape (decode/trace.h).
+#include "decode/trace.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace llada::decode {
+
+bool replay_decision(const DecisionTrace& t, int n_blocks, int block_len, int b, int k,
+                     int drafts_present, int committed_so_far, ReplayDecision& out) {
+    out = {};
+    const int tb = std::min(t.n_blocks() - 1, b * t.n_blocks() / std::max(1, n_blocks));
+    // The trace block's steps, in order.
+    int first = -1, count = 0;
+    for (size_t i = 0; i < t.steps.size(); ++i) {
+        if (t.steps[i].block != tb) continue;
+        if (first < 0) first = static_cast<int>(i);
+        ++count;
+    }
+    if (first < 0 || k >= count) {
+        out.commit = block_len - committed_so_far;
+        return false;
+    }
+    const double scale = static_cast<double>(block_len) / t.block;
+    int cum = 0;
+    for (int j = 0; j <= k; ++j)
+        cum += t.steps[first + j].committed;
+    // Cumulative rounding: the block's total is exact, steps differ by at most one.
+    int target = static_cast<int>(std::lround(scale * cum));
+    if (k == count - 1) target = std::max(target, block_len);  // the trace's block ended here
+    target = std::min(target, block_len);
+    out.commit = std::max(1, target - committed_so_far);  // a step commits at least one
+    const TraceStep& s = t.steps[first + k];
+    if (s.drafts_present > 0 && drafts_present > 0) {
+        const double frac = static_cast<double>(s.accepted) / s.drafts_present;
+        out.accept = std::min(out.commit, static_cast<int>(std::lround(frac * drafts_present)));
+    }
+    out.commit = std::min(out.commit, block_len - committed_so_far);
+    return true;
+}
+
+}  // namespace llada::decode

@@ -1,0 +1,50 @@
+// Decision traces: what each step of a generation computed and decided (rows by state,
+// commits, drafts), recorded from a run of a trained model and replayed on a model of another
+// shape. Threshold decoding on random weights commits one token per step, so data-dependent
+// policies cannot be timed at real shapes directly: a replay keeps the trained model's
+// decisions (how many positions each step commits, how many drafts are accepted) and lets the
+// target model and device pay for the windows those decisions imply.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace llada::decode {
+
+struct TraceStep {
+    int block = 0;
+    int committed = 0;       // positions committed (accepted drafts included)
+    int accepted = 0;        // drafts accepted (the step the block became current)
+    int rejected = 0;        // drafts returned to masked then
+    int drafts_present = 0;  // drafts the block held when it became current
+    int lookahead = 0;       // lookahead rows in the window
+    int rows = 0;            // window rows
+    int rows_masked = 0, rows_draft = 0, rows_committed = 0;  // rows by the state of the position
+};
+
+struct DecisionTrace {
+    std::string source;  // model file and policy the trace was recorded from
+    std::string policy;
+    int prompt_len = 0, gen = 0, block = 0;
+    bool stopped_early = false;
+    std::vector<TraceStep> steps;
+
+    int n_blocks() const { return block > 0 ? gen / block : 0; }
+    int blocks_decoded() const { return steps.empty() ? 0 : steps.back().block + 1; }
+};
+
+// What a replayed step decides on a canvas of `block` positions per block: how many positions it
+// commits and how many of the `drafts_present` drafts it accepts, from trace step `k` of the
+// trace block that target block `b` maps onto (blocks map proportionally; counts scale by the
+// block-length ratio, rounded cumulatively so each block commits exactly its length when the
+// trace's did). `k` is the step within the block. Returns false when the trace has no such step
+// (the target block then commits what is left at once).
+struct ReplayDecision {
+    int commit = 0;
+    int accept = 0;
+};
+bool replay_decision(const DecisionTrace& t, int n_blocks, int block_len, int b, int k,
+                     int drafts_present, int committed_so_far, ReplayDecision& out);
+
+}  // namespace llada::decode

@@ -1,0 +1,579 @@
+// The step engine (decode/generator.h, decode/scheduler.h) and the row addressing under it:
+// the token-state invariants of every policy, multi-block speculation's drafts (never in the
+// cache that later steps treat as final, rejected ones back to masked), --lookahead 0 against
+// the policy without speculation, the lookahead rule on hand-made cost tables, several
+// generations in one forward, and shadow rows / slots / duplicate writes in runtime::Batch.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+
+#include "decode/generator.h"
+#include "decode/lookahead.h"
+#include "decode/scheduler.h"
+#include "model/model.h"
+#include "runtime/device.h"
+#include "tools/common.h"
+#include "util/error.h"
+
+using namespace llada;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path decode_dir() {
+    return fs::path(LLADA_TEST_DATA) / "decode";
+}
+
+std::string shipped(const char* name) {
+    return (fs::path(LLADA_SOURCE_DIR) / "models" / name).string();
+}
+
+// A generation run step by step, with the canvas and states after every step.
+struct Trace {
+    decode::GenerateResult result;
+    std::vector<std::vector<int32_t>> canvas;
+    std::vector<std::vector<decode::TokenState>> states;
+    std::vector<decode::StepInfo> steps;
+    std::vector<std::vector<int32_t>> committed;
+    // Layer-0 keys read back from the cache after the last step, per position (head 0).
+    std::vector<std::vector<float>> k0;
+    std::vector<int32_t> kv_token;
+};
+
+Trace run(const model::Model& m, const std::string& policy, decode::GenerateOptions opt,
+          const decode::TokenIds& ids, const std::vector<int32_t>& prompt,
+          const decode::ForwardCost* cost = nullptr, int threads = 1) {
+    runtime::ThreadPool pool(threads);
+    auto dev = runtime::make_cpu_device(pool);
+    const auto cfg = decode::configure_diffusion(policy, opt);
+    decode::Generator g(m, opt, ids, cfg, prompt, cost);
+    const int L = g.canvas_len();
+    model::Session s(m, *dev, g.n_seq(), L, int64_t{g.n_seq()} * L, int64_t{g.n_seq()} * L,
+                     opt.kernels);
+    Trace t;
+    {
+        decode::Scheduler sched(s);
+        sched.add(g);
+        while (!g.done()) {
+            EXPECT_TRUE(sched.step());
+            t.canvas.emplace_back(g.result().canvas);
+            t.states.emplace_back(g.states().begin(), g.states().end());
+            t.steps.push_back(g.last_step());
+            t.committed.emplace_back(g.last_committed().begin(), g.last_committed().end());
+        }
+        EXPECT_FALSE(sched.step());
+    }
+    const int64_t hd = m.hparams().head_dim;
+    for (int p = 0; p < L; ++p) {
+        const float* k = s.kv().k(0, 0, 0, p);
+        t.k0.emplace_back(k, k + hd);
+        t.kv_token.push_back(g.kv_token(p));
+    }
+    t.result = g.take_result();
+    return t;
+}
+
+// The layer-0 key of `token` at position p: it depends on nothing else (no attention before it).
+std::vector<float> layer0_key(const model::Model& m, int32_t token, int32_t p) {
+    runtime::ThreadPool pool(1);
+    auto dev = runtime::make_cpu_device(pool);
+    model::Session s(m, *dev, 1, p + 1, 1, 1);
+    int32_t seq = 0, out = 0, kv = p + 1, slot = p;
+    runtime::Batch b{1, &token, &p, &seq, 1, &out, &kv, &slot, nullptr};
+    s.forward_stats(b);
+    const float* k = s.kv().k(0, 0, 0, p);
+    return std::vector<float>(k, k + m.hparams().head_dim);
+}
+
+bool committed_state(decode::TokenState s) {
+    return s == decode::TokenState::Visible || s == decode::TokenState::Stable;
+}
+
+// The invariants every non-reference policy keeps (DESIGN.md section 4).
+void expect_invariants(const Trace& t, int prompt_len, int block, const decode::TokenIds& ids) {
+    int last_block = 0;
+    for (size_t i = 0; i < t.steps.size(); ++i) {
+        SCOPED_TRACE("step " + std::to_string(i));
+        const auto& st = t.steps[i];
+        // Blocks commit strictly left to right: every commit lies in the step's block, and a
+        // block is current only once every earlier one is fully committed.
+        EXPECT_GE(st.block, last_block);
+        last_block = st.block;
+        const int b0 = prompt_len + st.block * block;
+        for (int32_t p : t.committed[i]) {
+            EXPECT_GE(p, b0);
+            EXPECT_LT(p, b0 + block);
+        }
+        const auto& before_states = i == 0 ? t.states[0] : t.states[i - 1];
+        for (int p = prompt_len; p < b0; ++p) {
+            EXPECT_TRUE(committed_state(before_states[p]) || i == 0) << p;
+        }
+        for (size_t p = prompt_len; p < t.canvas[i].size(); ++p) {
+            // The mask id is never a committed token.
+            if (committed_state(t.states[i][p])) {
+                EXPECT_NE(t.canvas[i][p], ids.mask) << p;
+            }
+            // A stable token never changes, nor its state.
+            if (i > 0 && t.states[i - 1][p] == decode::TokenState::Stable) {
+                EXPECT_EQ(t.states[i][p], decode::TokenState::Stable) << p;
+                EXPECT_EQ(t.canvas[i][p], t.canvas[i - 1][p]) << p;
+            }
+            // A draft is not committed: the canvas keeps the mask there.
+            if (t.states[i][p] == decode::TokenState::Draft) {
+                EXPECT_EQ(t.canvas[i][p], ids.mask);
+            }
+        }
+    }
+}
+
+struct Tiny {
+    tools::LoadedModel lm;
+    decode::GenerateOptions opt;
+    Tiny() : lm(tools::load_model(shipped("tiny-llada-m.gguf"))) {
+        opt.gen = 32;
+        opt.block = 8;
+        opt.steps = 32;
+        opt.threshold = 0.9;
+    }
+    std::vector<int32_t> prompt(const std::string& text) const {
+        return lm.tok->encode(text, lm.tok->add_bos_default(), false);
+    }
+};
+
+const char* kPrompts[] = {
+    "sort 75 71 54 77 85 25:", "6238+0032=", "0784-0542=", "sort 38 27 91 54 66 12:", "4721+3987="};
+
+}  // namespace
+
+TEST(Generator, EveryPolicyKeepsTheTokenStateInvariants) {
+    Tiny tiny;
+    for (const char* policy : {"dual-cache", "prefix-cache", "threshold", "need", "mbsd"}) {
+        for (const char* text : kPrompts) {
+            SCOPED_TRACE(std::string(policy) + " " + text);
+            auto opt = tiny.opt;
+            if (std::string(policy) == "mbsd") opt.lookahead = 8;
+            const auto prompt = tiny.prompt(text);
+            const Trace t = run(*tiny.lm.model, policy, opt, tiny.lm.ids, prompt);
+            expect_invariants(t, static_cast<int>(prompt.size()), opt.block, tiny.lm.ids);
+            // At the end everything generated is stable.
+            for (size_t p = prompt.size(); p < t.states.back().size(); ++p)
+                EXPECT_EQ(t.states.back()[p], decode::TokenState::Stable) << p;
+        }
+    }
+}
+
+TEST(Generator, MbsdAcceptsDraftsAndSavesForwardsOnTheTrainedModel) {
+    Tiny tiny;
+    int64_t accepted = 0, nfe_mbsd = 0, nfe_need = 0;
+    for (const char* text : kPrompts) {
+        auto opt = tiny.opt;
+        opt.lookahead = 8;
+        const auto prompt = tiny.prompt(text);
+        const Trace s = run(*tiny.lm.model, "mbsd", opt, tiny.lm.ids, prompt);
+        const Trace n = run(*tiny.lm.model, "need", tiny.opt, tiny.lm.ids, prompt);
+        accepted += s.result.drafts_accepted;
+        nfe_mbsd += s.result.stats.forwards;
+        nfe_need += n.result.stats.forwards;
+        // Drafts are proposed on lookahead rows only and counted per step.
+        int64_t proposed = 0;
+        for (const auto& st : s.steps) {
+            EXPECT_LE(st.drafts_proposed, st.lookahead);
+            proposed += st.drafts_proposed;
+        }
+        EXPECT_EQ(proposed, s.result.drafts_proposed);
+    }
+    EXPECT_GT(accepted, 0);
+    EXPECT_LT(nfe_mbsd, nfe_need);
+}
+
+// Speculation with no lookahead rows is the policy without speculation, token for token.
+TEST(Generator, LookaheadZeroIsThePolicyWithoutSpeculation) {
+    Tiny tiny;
+    for (const char* text : kPrompts) {
+        SCOPED_TRACE(text);
+        auto opt = tiny.opt;
+        opt.lookahead = 0;
+        const auto prompt = tiny.prompt(text);
+        const Trace a = run(*tiny.lm.model, "mbsd", opt, tiny.lm.ids, prompt);
+        const Trace b = run(*tiny.lm.model, "need", tiny.opt, tiny.lm.ids, prompt);
+        EXPECT_EQ(a.result.canvas, b.result.canvas);
+        ASSERT_EQ(a.steps.size(), b.steps.size());
+        for (size_t i = 0; i < a.steps.size(); ++i) {
+            EXPECT_EQ(a.committed[i], b.committed[i]);
+            EXPECT_EQ(a.steps[i].rows, b.steps[i].rows);
+        }
+        EXPECT_EQ(a.result.drafts_proposed, 0);
+    }
+}
+
+// Read the cache back: after decoding, every committed position's slot holds the layer-0 key of
+// its committed token (layer 0's keys depend on the token and position alone), never a draft's,
+// including when drafts are fed as context and so written to their slots.
+TEST(Generator, DraftsNeverReachTheCommittedCache) {
+    Tiny tiny;
+    int checked_drafts = 0;
+    for (auto input : {decode::DraftInput::Mask, decode::DraftInput::Token}) {
+        for (const char* text : kPrompts) {
+            SCOPED_TRACE(text);
+            auto opt = tiny.opt;
+            opt.lookahead = 16;
+            opt.draft_input = input;
+            opt.early_stop = 0;
+            const auto prompt = tiny.prompt(text);
+            // Record every draft a position ever held.
+            const Trace t = run(*tiny.lm.model, "mbsd", opt, tiny.lm.ids, prompt);
+            const int L = static_cast<int>(t.result.canvas.size());
+            // The last step's commits are computed by no later forward: only earlier ones count.
+            std::vector<bool> last(L, false);
+            for (int32_t p : t.committed.back())
+                last[p] = true;
+            for (int p = static_cast<int>(prompt.size()); p < L; ++p) {
+                if (last[p]) continue;
+                const int32_t tok = t.result.canvas[p];
+                EXPECT_EQ(t.kv_token[p], tok) << p;
+                const auto want = layer0_key(*tiny.lm.model, tok, p);
+                float err = 0;
+                for (size_t i = 0; i < want.size(); ++i)
+                    err = std::max(err, std::fabs(want[i] - t.k0[p][i]));
+                EXPECT_LT(err, 1e-5f) << "position " << p;
+            }
+            checked_drafts += static_cast<int>(t.result.drafts_proposed);
+        }
+    }
+    EXPECT_GT(checked_drafts, 0);
+    // The check has teeth: a different token's key at the same position differs.
+    const auto a = layer0_key(*tiny.lm.model, 40, 10), b = layer0_key(*tiny.lm.model, 41, 10);
+    float diff = 0;
+    for (size_t i = 0; i < a.size(); ++i)
+        diff = std::max(diff, std::fabs(a[i] - b[i]));
+    EXPECT_GT(diff, 1e-2f);
+}
+
+// With the strictest acceptance (confidence 1.0) most drafts are rejected when their block becomes
+// current: each is then masked again (and decided by the commit rule like any masked position).
+TEST(Generator, RejectedDraftsReturnToMasked) {
+    Tiny tiny;
+    auto opt = tiny.opt;
+    opt.lookahead = 8;
+    opt.accept = 1.0;
+    opt.threshold = 1.0;  // one commit per step: the rest of a block stays masked
+    const auto prompt = tiny.prompt("sort 75 71 54 77 85 25:");
+    const Trace t = run(*tiny.lm.model, "mbsd", opt, tiny.lm.ids, prompt);
+    EXPECT_GT(t.result.drafts_rejected, 0);
+    const int P = static_cast<int>(prompt.size());
+    for (size_t i = 1; i < t.steps.size(); ++i) {
+        const auto& st = t.steps[i];
+        if (st.drafts_rejected == 0) continue;
+        // The step a block became current: its positions were drafts before.
+        const int b0 = P + st.block * opt.block;
+        int drafts_before = 0, masked_after = 0;
+        for (int p = b0; p < b0 + opt.block; ++p) {
+            drafts_before += t.states[i - 1][p] == decode::TokenState::Draft;
+            masked_after += t.states[i][p] == decode::TokenState::Masked;
+            EXPECT_NE(t.states[i][p], decode::TokenState::Draft);
+        }
+        EXPECT_EQ(st.drafts_accepted + st.drafts_rejected, drafts_before);
+        EXPECT_EQ(masked_after, opt.block - st.committed);
+    }
+}
+
+// Several generations in one forward, each on its own cache sequences, decode exactly what each
+// decodes alone.
+TEST(Scheduler, GenerationsInOneForwardEqualEachAlone) {
+    Tiny tiny;
+    runtime::ThreadPool pool(2);
+    auto dev = runtime::make_cpu_device(pool);
+    std::vector<std::vector<int32_t>> prompts;
+    for (const char* text : kPrompts)
+        prompts.push_back(tiny.prompt(text));
+    for (const char* policy : {"dual-cache", "mbsd"}) {
+        SCOPED_TRACE(policy);
+        auto opt = tiny.opt;
+        opt.lookahead = 8;
+        const auto cfg = decode::configure_diffusion(policy, opt);
+        std::vector<std::unique_ptr<decode::Generator>> gens;
+        int L = 0;
+        for (const auto& p : prompts) {
+            gens.push_back(
+                std::make_unique<decode::Generator>(*tiny.lm.model, opt, tiny.lm.ids, cfg, p));
+            L = std::max(L, gens.back()->canvas_len());
+        }
+        const int n = static_cast<int>(gens.size());
+        model::Session s(*tiny.lm.model, *dev, n, L, int64_t{n} * L, int64_t{n} * L);
+        decode::Scheduler sched(s);
+        for (auto& g : gens)
+            sched.add(*g);
+        EXPECT_EQ(s.kv().n_free(), 0);
+        int steps = 0;
+        while (sched.step())
+            ++steps;
+        for (size_t i = 0; i < gens.size(); ++i) {
+            const Trace alone = run(*tiny.lm.model, policy, opt, tiny.lm.ids, prompts[i]);
+            EXPECT_EQ(gens[i]->result().canvas, alone.result.canvas) << kPrompts[i];
+            EXPECT_EQ(gens[i]->result().stats.forwards, alone.result.stats.forwards);
+        }
+        for (auto& g : gens)
+            sched.remove(*g);
+        EXPECT_EQ(s.kv().n_free(), n);
+    }
+}
+
+// The lookahead rule on hand-made cost tables.
+TEST(Lookahead, FillsTheBucketAndExtendsOnlyWhileTheCostPerTokenFalls) {
+    // An NPU-like staircase: flat inside 32-row tiles, +100 ms per tile.
+    decode::ForwardCost stair;
+    for (int r = 1; r <= 128; ++r) {
+        stair.rows.push_back(r);
+        stair.ms.push_back(100.0 * ((r + 31) / 32));
+    }
+    decode::LookaheadInputs in;
+    in.base_rows = 10;
+    in.available = 64;
+    in.commits_per_step = 2.0;
+    in.accept_rate = 0.05;
+    in.steps_left = 2.0;
+    // Inside the first bucket rows are free: fill it exactly. With few accepted drafts the next
+    // bucket does not pay: 54 rows there add 0.05 * 54 / 2 = 1.35 expected tokens to 2, and
+    // 200 / 3.35 > 100 / 2.55.
+    EXPECT_EQ(decode::choose_lookahead(stair, in), 22);
+    // With most drafts accepted it does: 2 + 0.8 * 54 / 2 = 23.6 tokens for 200 ms beats
+    // 2 + 0.8 * 22 / 2 = 10.8 for 100 ms, so the window fills the second bucket too.
+    in.accept_rate = 0.8;
+    EXPECT_EQ(decode::choose_lookahead(stair, in), 54);
+    // Fewer positions than the bucket offers.
+    in.available = 5;
+    EXPECT_EQ(decode::choose_lookahead(stair, in), 5);
+    // A CPU-like cost, linear in rows: a lookahead row costs what a block row costs, and yields
+    // 0.3 / 4 expected tokens per step where a block row yields 2 / 10: no lookahead.
+    decode::ForwardCost lin;
+    for (int r = 1; r <= 128; r *= 2) {
+        lin.rows.push_back(r);
+        lin.ms.push_back(1.0 + 10.0 * r);
+    }
+    in.available = 64;
+    in.accept_rate = 0.3;
+    in.steps_left = 4.0;
+    EXPECT_EQ(decode::choose_lookahead(lin, in), 0);
+    // A linear cost dominated by a fixed part (weights streamed once per forward): it pays.
+    decode::ForwardCost fixed;
+    for (int r = 1; r <= 128; r *= 2) {
+        fixed.rows.push_back(r);
+        fixed.ms.push_back(1000.0 + 0.1 * r);
+    }
+    EXPECT_EQ(decode::choose_lookahead(fixed, in), 64);
+    // Caps: the session's rows and the memory budget.
+    in.max_rows = 40;
+    EXPECT_EQ(decode::choose_lookahead(fixed, in), 30);
+    in.max_rows = 0;
+    for (int r : fixed.rows)
+        fixed.arena_bytes.push_back(static_cast<size_t>(r) * 1000);
+    in.mem_budget = 32 * 1000;
+    EXPECT_EQ(decode::choose_lookahead(fixed, in), 22);
+    EXPECT_EQ(decode::choose_lookahead(decode::ForwardCost{}, in), 0);
+}
+
+TEST(Lookahead, AutoNeedsACostAndTheCalibrationIsReadBack) {
+    Tiny tiny;
+    auto opt = tiny.opt;
+    const auto cfg = decode::configure_diffusion("mbsd", opt);
+    EXPECT_THROW(decode::Generator(*tiny.lm.model, opt, tiny.lm.ids, cfg, tiny.prompt("1+1=")),
+                 Error);
+    runtime::ThreadPool pool(1);
+    auto dev = runtime::make_cpu_device(pool);
+    model::Session s(*tiny.lm.model, *dev, 1, 64, 64, 64);
+    const auto c = decode::calibrate_forward_cost(s, 64, 64, 1);
+    ASSERT_EQ(c.rows.back(), 64);
+    EXPECT_EQ(s.stats().forwards, 0);  // not counted as anyone's forwards
+    const fs::path f = fs::temp_directory_path() / "llada_generator_test_cost.txt";
+    decode::write_forward_cost(f.string(), "key A", c);
+    const auto back = decode::read_forward_cost(f.string(), "key A");
+    ASSERT_EQ(back.rows, c.rows);
+    for (size_t i = 0; i < c.ms.size(); ++i)
+        EXPECT_NEAR(back.ms[i], c.ms[i], 1e-3 * c.ms[i]);
+    EXPECT_TRUE(decode::read_forward_cost(f.string(), "key B").empty());
+    fs::remove(f);
+}
+
+TEST(Generator, ImpossibleSpeculationOptionsAreRejected) {
+    decode::GenerateOptions opt;
+    opt.accept = 0.0;
+    EXPECT_THROW(decode::configure_diffusion("mbsd", opt), Error);
+    opt.accept = 0.5;
+    opt.remasking = decode::Remasking::Random;
+    EXPECT_THROW(decode::configure_diffusion("mbsd", opt), Error);
+    opt.remasking = decode::Remasking::LowConfidence;
+    opt.refresh = 2;
+    EXPECT_THROW(decode::configure_diffusion("need", opt), Error);
+}
+
+// --- row addressing ---
+
+namespace {
+
+struct Canvas {
+    std::vector<int32_t> tok, pos, seq, slot, out;
+    int32_t kv = 0;
+    explicit Canvas(int n) : tok(n), pos(n), seq(n, 0), slot(n), out(n), kv(n) {
+        for (int i = 0; i < n; ++i) {
+            tok[i] = (i * 37 + 11) % 250;
+            pos[i] = slot[i] = out[i] = i;
+        }
+    }
+    runtime::Batch batch() const {
+        return {static_cast<int64_t>(tok.size()),
+                tok.data(),
+                pos.data(),
+                seq.data(),
+                static_cast<int64_t>(tok.size()),
+                out.data(),
+                &kv,
+                slot.data(),
+                nullptr};
+    }
+};
+
+}  // namespace
+
+// A shadow row (the mask at position p, no K/V written, key p excluded) against the same row in
+// a cache where position p's K/V sit in the last slot and the row attends to every slot but that
+// one: the exclusion inside the attention kernel against the attention span, on the same keys.
+TEST(RowAddressing, ShadowRowEqualsTheRowWithoutItsOwnKey) {
+    auto m = model::Model::load((decode_dir() / "llada-gqa-tied.gguf").string());
+    const int64_t V = m->hparams().n_vocab;
+    runtime::ThreadPool pool(2);
+    auto dev = runtime::make_cpu_device(pool);
+    const int n = 24;
+    const int32_t mask = 258;
+    for (int p : {0, 5, 13, 23}) {
+        SCOPED_TRACE("position " + std::to_string(p));
+        // A: slots = positions; the shadow row excludes slot p.
+        model::Session a(*m, *dev, 1, n, n + 1, n + 1);
+        Canvas c(n);
+        a.forward(c.batch());
+        int32_t tok = mask, pos = p, seq = 0, slot = -1, excl = p, out = 0, kv = n;
+        runtime::Batch sa{1, &tok, &pos, &seq, 1, &out, &kv, &slot, &excl};
+        const float* la = a.forward(sa);
+        std::vector<float> want(la, la + V);
+        // B: position p stored in slot n-1 (and n-1 in slot p); the row attends to n-1 slots.
+        model::Session b(*m, *dev, 1, n, n + 1, n + 1);
+        Canvas d(n);
+        std::swap(d.slot[p], d.slot[n - 1]);
+        b.forward(d.batch());
+        int32_t kv_b = n - 1;
+        runtime::Batch sb{1, &tok, &pos, &seq, 1, &out, &kv_b, &slot, nullptr};
+        const float* lb = b.forward(sb);
+        float err = 0, scale = 0;
+        for (int64_t v = 0; v < V; ++v) {
+            err = std::max(err, std::fabs(lb[v] - want[v]));
+            scale = std::max(scale, std::fabs(want[v]));
+        }
+        EXPECT_LT(err, 1e-5f * std::max(1.0f, scale));
+        // And it differs from the row that sees its own key (the mask at p): the exclusion did
+        // something.
+        int32_t no_excl = -1;
+        runtime::Batch sc{1, &tok, &pos, &seq, 1, &out, &kv, &slot, &no_excl};
+        const float* lc = a.forward(sc);
+        float diff = 0;
+        for (int64_t v = 0; v < V; ++v)
+            diff = std::max(diff, std::fabs(lc[v] - want[v]));
+        EXPECT_GT(diff, 1e-4f * std::max(1.0f, scale));
+    }
+}
+
+TEST(RowAddressing, RowsWithoutASlotLeaveTheCacheAlone) {
+    auto m = model::Model::load((decode_dir() / "llada-mha.gguf").string());
+    runtime::ThreadPool pool(1);
+    auto dev = runtime::make_cpu_device(pool);
+    const int n = 16;
+    model::Session s(*m, *dev, 1, n, n, n);
+    Canvas c(n);
+    s.forward(c.batch());
+    const auto& kv = s.kv();
+    const size_t per = static_cast<size_t>(m->hparams().head_dim);
+    std::vector<float> before(kv.k(0, 0, 0, 0), kv.k(0, 0, 0, 0) + per * n);
+    // Rows with other tokens at every position but no slot: the cache is unchanged.
+    Canvas d(n);
+    for (auto& t : d.tok)
+        t = (t + 7) % 250;
+    for (auto& sl : d.slot)
+        sl = -1;
+    s.forward(d.batch());
+    std::vector<float> after(kv.k(0, 0, 0, 0), kv.k(0, 0, 0, 0) + per * n);
+    EXPECT_EQ(before, after);
+}
+
+TEST(RowAddressing, TwoWritesToOneSlotAreRefusedByName) {
+    auto m = model::Model::load((decode_dir() / "llada-mha.gguf").string());
+    runtime::ThreadPool pool(1);
+    auto dev = runtime::make_cpu_device(pool);
+    model::Session s(*m, *dev, 2, 8, 16, 16);
+    Canvas c(8);
+    c.slot[5] = 2;
+    try {
+        s.forward(c.batch());
+        FAIL();
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("rows 2 and 5 both write"), std::string::npos)
+            << e.what();
+    }
+    // The same slot in two sequences is two slots.
+    Canvas d(8);
+    std::vector<int32_t> tok2(16), pos2(16), seq2(16), slot2(16), out2(16);
+    for (int i = 0; i < 16; ++i) {
+        tok2[i] = d.tok[i % 8];
+        pos2[i] = slot2[i] = i % 8;
+        seq2[i] = i / 8;
+        out2[i] = i;
+    }
+    int32_t kv2[2] = {8, 8};
+    runtime::Batch b{16,          tok2.data(), pos2.data(),  seq2.data(), 16,
+                     out2.data(), kv2,         slot2.data(), nullptr};
+    EXPECT_NO_THROW(s.forward(b));
+    // A slot outside the cache.
+    c.slot[5] = 8;
+    EXPECT_THROW(s.forward(c.batch()), Error);
+}
+
+TEST(RowAddressing, SequencesAreAcquiredAndReleased) {
+    runtime::KvCache kv(1, 3, 4, 1, 8);
+    EXPECT_EQ(kv.n_free(), 3);
+    const int a = kv.acquire(), b = kv.acquire(), c = kv.acquire();
+    EXPECT_EQ(std::set<int>({a, b, c}).size(), 3u);
+    EXPECT_THROW(kv.acquire(), Error);
+    kv.release(b);
+    EXPECT_EQ(kv.acquire(), b);
+}
+
+// The last layer on the output rows only: the same predictions as the whole last layer.
+TEST(RowAddressing, GatheringOutputRowsInTheLastLayerKeepsTheLogits) {
+    auto m = model::Model::load((decode_dir() / "llada-gqa-tied.gguf").string());
+    const int64_t V = m->hparams().n_vocab;
+    runtime::ThreadPool pool(2);
+    auto dev = runtime::make_cpu_device(pool);
+    const int n = 20;
+    Canvas c(n);
+    std::vector<int32_t> out = {3, 7, 8, 19};
+    runtime::Batch b = c.batch();
+    b.n_out = static_cast<int64_t>(out.size());
+    b.out_rows = out.data();
+    runtime::PlanOptions full;
+    full.full_last_layer = true;
+    model::Session g(*m, *dev, 1, n, n, n), f(*m, *dev, 1, n, n, n, full);
+    const float* lg = g.forward(b);
+    std::vector<float> want(lg, lg + out.size() * V);
+    const float* lf = f.forward(b);
+    for (size_t i = 0; i < want.size(); ++i)
+        ASSERT_NEAR(lf[i], want[i], 1e-5f * (1.0f + std::fabs(want[i]))) << i;
+    // Fewer rows through the last layer's FFN: the plan's last FFN tensor is in output space.
+    bool gathered = false;
+    runtime::PlanOptions on;
+    on.gather_last_layer = true;
+    const runtime::Plan plan = m->build_plan(n, n, model::Model::Head::Logits, on);
+    for (const auto& t : plan.tensors) {
+        if (t.name == "blk." + std::to_string(m->hparams().n_layer - 1) + ".ffn_down")
+            gathered = t.rows == runtime::RowSpace::Output;
+    }
+    EXPECT_TRUE(gathered);
+}
