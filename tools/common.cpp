@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <filesystem>
@@ -117,6 +118,30 @@ void DecodeFlags::add_to(ArgTable& args) {
               "llama.cpp's default cache type) instead of float32; keys and values beyond\n"
               "+-65504 become infinite there, as in llama.cpp",
               &kv_f16);
+    args.section("Multi-block speculation (--policy mbsd)");
+    args.string({"--lookahead"}, "auto|N",
+                "lookahead rows from the next block(s) per step: auto (default) sizes it from\n"
+                "the device's latency table (npu-sim) or this host's calibrated forward cost;\n"
+                "N forces N (0: the same policy without speculation, i.e. --policy need)",
+                &lookahead);
+    args.real({"--lookahead-mem"}, "MIB",
+              "auto lookahead: cap the window's activation memory at MIB (default: no cap)",
+              &opt.lookahead_mem_mb, 0.0, 1e9);
+    args.real({"--accept"}, "P",
+              "accept a draft when its block's first forward predicts the same token with\n"
+              "confidence >= P (default 0.5); rejected drafts return to masked",
+              &opt.accept, 0.0, 1.0);
+    args.string({"--draft-input"}, "mask|token",
+                "what draft rows feed the window: the mask token (default) or the draft token",
+                &draft_input);
+    args.flag({"--calibrate"},
+              "measure this host's forward cost by row count again (auto lookahead on cpu)",
+              &calibrate);
+    args.section("Kernels and memory");
+    args.flag({"--full-last-layer"},
+              "run the last layer on every window row (default: only the rows whose\n"
+              "prediction is wanted go past its K/V store, as llama.cpp does)",
+              &full_last_layer);
     args.flag({"--full-logits"},
               "write vocabulary-wide logits rows instead of the fused LM-head reduction",
               &full_logits);
@@ -151,6 +176,70 @@ void DecodeFlags::finish(const ArgTable& args, const model::Model& model) {
     opt.kernels.lut_exp = lut_exp;
     opt.kernels.lut_dequant = lut_dequant;
     opt.kernels.kv_f16 = kv_f16;
+    opt.kernels.full_last_layer = full_last_layer;
+    const bool mbsd = policy == "mbsd";
+    for (const char* f :
+         {"--lookahead", "--lookahead-mem", "--accept", "--draft-input", "--calibrate"}) {
+        if (args.given(f) && !mbsd) {
+            throw Error(std::string(f) + " applies to --policy mbsd, not " + policy);
+        }
+    }
+    if (lookahead == "auto") {
+        opt.lookahead = -1;
+    } else {
+        char* end = nullptr;
+        const long v = std::strtol(lookahead.c_str(), &end, 10);
+        if (lookahead.empty() || *end != '\0' || v < 0 || v > (1 << 20)) {
+            throw Error("--lookahead must be 'auto' or a row count >= 0, got '" + lookahead + "'");
+        }
+        opt.lookahead = static_cast<int>(v);
+    }
+    if (draft_input == "mask") {
+        opt.draft_input = decode::DraftInput::Mask;
+    } else if (draft_input == "token") {
+        opt.draft_input = decode::DraftInput::Token;
+    } else {
+        throw Error("--draft-input must be mask or token, got '" + draft_input + "'");
+    }
+    opt.recalibrate = calibrate;
+}
+
+void DecodeFlags::set_calibration_file(const std::string& model_path, int threads) {
+    std::string dir;
+    if (const char* d = std::getenv("LLADA_CACHE_DIR"); d && *d) {
+        dir = d;
+    } else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) {
+        dir = std::string(x) + "/llada.cpp";
+    } else if (const char* h = std::getenv("HOME"); h && *h) {
+        dir = std::string(h) + "/.cache/llada.cpp";
+    }
+    if (dir.empty()) return;
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) return;  // no cache: calibrate in memory
+    opt.calibration_file =
+        (fs::path(dir) / ("forward-cost-" + fs::path(model_path).stem().string() + "-t" +
+                          std::to_string(threads) + ".txt"))
+            .string();
+}
+
+nlohmann::json step_json(const decode::StepInfo& s) {
+    return {{"step", s.step},
+            {"block", s.block},
+            {"committed", s.committed},
+            {"rows", s.rows},
+            {"rows_device", s.rows_device},
+            {"lm_head_rows", s.lm_head_rows},
+            {"lookahead", s.lookahead},
+            {"drafts_proposed", s.drafts_proposed},
+            {"drafts_accepted", s.drafts_accepted},
+            {"drafts_rejected", s.drafts_rejected},
+            {"states",
+             {{"masked", s.n_masked},
+              {"draft", s.n_draft},
+              {"visible", s.n_visible},
+              {"stable", s.n_stable}}},
+            {"ms", s.ms}};
 }
 
 void DeviceFlags::add_to(ArgTable& args) {
@@ -241,6 +330,95 @@ nlohmann::json device_report_json(const runtime::DeviceReport& r) {
                        {"ring_slots", r.ring_slots}};
     }
     return j;
+}
+
+nlohmann::json trace_json(const decode::GenerateResult& r, const decode::GenerateOptions& opt,
+                          const std::string& source, const std::string& policy) {
+    nlohmann::json steps = nlohmann::json::array();
+    for (const auto& s : r.steps) {
+        // [block, committed, accepted, rejected, lookahead, rows, masked, draft, committed rows]
+        steps.push_back({s.block, s.committed, s.drafts_accepted, s.drafts_rejected, s.lookahead,
+                         s.rows, s.rows_masked, s.rows_draft, s.rows_committed});
+    }
+    return {{"trace", "llada.cpp decision trace v1"},
+            {"source", source},
+            {"policy", policy},
+            {"prompt_len", r.prompt_len},
+            {"gen", opt.gen},
+            {"block", opt.block},
+            {"threshold", opt.threshold},
+            {"stopped_early", r.stopped_early},
+            {"nfe", r.stats.forwards},
+            {"steps", steps}};
+}
+
+decode::DecisionTrace trace_from_json(const nlohmann::json& j) {
+    if (!j.is_object() || j.value("trace", "") != "llada.cpp decision trace v1" ||
+        !j.contains("steps") || !j["steps"].is_array()) {
+        throw Error("not a llada.cpp decision trace (written by --trace-out)");
+    }
+    decode::DecisionTrace t;
+    t.source = j.value("source", "");
+    t.policy = j.value("policy", "");
+    t.prompt_len = j.value("prompt_len", 0);
+    t.gen = j.value("gen", 0);
+    t.block = j.value("block", 0);
+    t.stopped_early = j.value("stopped_early", false);
+    if (t.gen <= 0 || t.block <= 0 || t.gen % t.block != 0)
+        throw Error("decision trace: gen and block must be positive, gen a multiple of block");
+    for (const auto& s : j["steps"]) {
+        if (!s.is_array() || s.size() != 9) throw Error("decision trace: a step is not 9 numbers");
+        decode::TraceStep st;
+        st.block = s[0];
+        st.committed = s[1];
+        st.accepted = s[2];
+        st.rejected = s[3];
+        st.drafts_present = st.accepted + st.rejected;
+        st.lookahead = s[4];
+        st.rows = s[5];
+        st.rows_masked = s[6];
+        st.rows_draft = s[7];
+        st.rows_committed = s[8];
+        if (st.block < 0 || st.block >= t.gen / t.block || st.committed < 0)
+            throw Error("decision trace: a step's block or commit count is out of range");
+        t.steps.push_back(st);
+    }
+    if (t.steps.empty()) throw Error("decision trace: no steps");
+    return t;
+}
+
+decode::DecisionTrace read_trace(const std::string& path, int index) {
+    std::ifstream f(path);
+    if (!f) throw Error("cannot read the decision trace '" + path + "'");
+    std::vector<decode::DecisionTrace> all;
+    std::vector<int64_t> nfe;
+    std::string line;
+    int line_no = 0;
+    while (std::getline(f, line)) {
+        ++line_no;
+        if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+        try {
+            const auto j = nlohmann::json::parse(line);
+            all.push_back(trace_from_json(j));
+            nfe.push_back(j.value("nfe", static_cast<int64_t>(all.back().steps.size())));
+        } catch (const std::exception& e) {
+            throw Error(path + ":" + std::to_string(line_no) + ": " + e.what());
+        }
+    }
+    if (all.empty()) throw Error("the decision trace '" + path + "' holds no trace");
+    if (index >= static_cast<int>(all.size()))
+        throw Error("--replay-index " + std::to_string(index) + ": '" + path + "' holds " +
+                    std::to_string(all.size()) + " traces");
+    if (index >= 0) return all[index];
+    // The trace of median forward count (the lower median; ties to the first).
+    std::vector<size_t> order(all.size());
+    for (size_t i = 0; i < order.size(); ++i)
+        order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return nfe[a] < nfe[b]; });
+    decode::DecisionTrace t = all[order[(order.size() - 1) / 2]];
+    t.source += " (median-NFE trace of " + std::to_string(all.size()) + ")";
+    return t;
 }
 
 std::vector<int32_t> parse_token_ids(const std::string& text, const std::string& what) {

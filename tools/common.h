@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "decode/policy.h"
+#include "decode/trace.h"
 #include "model/model.h"
 #include "runtime/devices.h"
 #include "tokenizer/tokenizer.h"
@@ -45,11 +46,28 @@ struct DecodeFlags {
     int seed = 0;
     bool early_stop = false, no_early_stop = false, full_logits = false;
     bool lut_exp = false, lut_dequant = false, kv_f16 = false;
+    std::string lookahead = "auto", draft_input = "mask";
+    bool calibrate = false, full_last_layer = false;
     void add_to(ArgTable& args);
     // Applies the GGUF's recommended defaults (llada_cpp.gen_length, .block_length, .steps) for
     // the flags the user did not give, then checks the remaining relations.
     void finish(const ArgTable& args, const model::Model& model);
+    // Where mbsd's host calibration is cached for this model and thread count:
+    // $LLADA_CACHE_DIR, else $XDG_CACHE_HOME/llada.cpp, else ~/.cache/llada.cpp ("" if none).
+    void set_calibration_file(const std::string& model_path, int threads);
 };
+// The per-step record of a generation as JSON (llada-cli --json, llada-eval --out).
+nlohmann::json step_json(const decode::StepInfo& s);
+
+// A generation's decision trace (--trace-out) as one JSON object, and back. `source` names the
+// model and policy it came from.
+nlohmann::json trace_json(const decode::GenerateResult& r, const decode::GenerateOptions& opt,
+                          const std::string& source, const std::string& policy);
+decode::DecisionTrace trace_from_json(const nlohmann::json& j);
+// Reads a --trace-out file (one trace per line; llada-cli writes one, llada-eval one per
+// problem) and picks trace `index`, or with index < 0 the one of median forward count.
+// Throws llada::Error naming the file and line on malformed input.
+decode::DecisionTrace read_trace(const std::string& path, int index = -1);
 
 // The device flags of llada-cli, llada-eval and llada-bench: which device runs the plans and,
 // for npu-sim (or a cpu run projected onto a phone CPU), the profile and the memory runtime.

@@ -9,6 +9,8 @@ namespace {
 
 constexpr const char* kDim = "\x1b[2m";
 constexpr const char* kHighlight = "\x1b[1;32m";
+constexpr const char* kDraft = "\x1b[2;3;36m";  // dim italic cyan
+constexpr const char* kStable = "\x1b[1m";
 constexpr const char* kReset = "\x1b[0m";
 constexpr const char* kMaskGlyph = "\xe2\x96\x91";  // U+2591 light shade
 constexpr const char* kSpecialGlyph = "\xc2\xb7";   // U+00B7 middle dot
@@ -54,15 +56,31 @@ std::string printable(const std::string& s) {
     return out;
 }
 
-// Renders the generated region; `committed` positions are highlighted when `ansi` is set.
+// Renders the generated region; `committed` positions are highlighted when `ansi` is set. With
+// token states (the step engine's policies) drafts show their token dimmed, visible tokens
+// plain and stable tokens bold.
 std::string render(const tokenizer::Tokenizer& tok, const decode::TokenIds& ids,
                    std::span<const int32_t> canvas, int prompt_len,
-                   std::span<const int32_t> committed, bool ansi) {
+                   std::span<const int32_t> committed, bool ansi,
+                   std::span<const decode::TokenState> states = {},
+                   std::span<const int32_t> drafts = {}) {
     std::string out;
     tokenizer::StreamDecoder dec(tok, false);
+    const char* style_now = "";  // the SGR style of the pieces the decoder holds
     auto flush = [&] { out += printable(dec.flush()); };
+    auto styled = [&](const char* style, const std::string& piece) {
+        if (!ansi || piece.empty()) return piece;
+        return std::string(style) + piece + kReset;
+    };
     for (size_t p = static_cast<size_t>(prompt_len); p < canvas.size(); ++p) {
         const int32_t t = canvas[p];
+        const bool has_state = p < states.size();
+        if (has_state && states[p] == decode::TokenState::Draft && p < drafts.size() &&
+            drafts[p] >= 0) {
+            flush();
+            out += styled(kDraft, printable(tok.decode({drafts[p]}, false)));
+            continue;
+        }
         if (t == ids.mask) {
             flush();
             out += ansi ? std::string(kDim) + kMaskGlyph + kReset : kMaskGlyph;
@@ -76,15 +94,21 @@ std::string render(const tokenizer::Tokenizer& tok, const decode::TokenIds& ids,
         bool now = false;
         for (int32_t c : committed)
             now |= static_cast<size_t>(c) == p;
-        const std::string piece = printable(dec.feed(t));
-        if (now && ansi) {
-            out += kHighlight + piece + kReset;
-        } else {
-            out += piece;
-        }
+        const char* style = now                                                    ? kHighlight
+                            : has_state && states[p] == decode::TokenState::Stable ? kStable
+                                                                                   : "";
+        if (style != style_now) flush();
+        style_now = style;
+        out += styled(style, printable(dec.feed(t)));
     }
     flush();
     return out;
+}
+
+// One line naming each style (only for policies with token states).
+std::string legend() {
+    return std::string(kDim) + kMaskGlyph + " masked" + kReset + "  " + kDraft + "draft" + kReset +
+           "  visible  " + kStable + "stable" + kReset + "  " + kHighlight + "new" + kReset + "\n";
 }
 
 }  // namespace
@@ -100,13 +124,20 @@ int CanvasView::terminal_columns() const {
 
 void CanvasView::draw(const decode::StepEvent& ev) {
     const int width = terminal_columns();
-    std::string text = std::string(kDim) + "step " + std::to_string(ev.info.step + 1) + "/" +
-                       std::to_string(ev.total_steps) + "  block " +
-                       std::to_string(ev.info.block + 1) + "  +" +
-                       std::to_string(ev.info.committed) + kReset + "\n";
+    std::string text =
+        std::string(kDim) + "step " + std::to_string(ev.info.step + 1) + "/" +
+        std::to_string(ev.total_steps) + "  block " + std::to_string(ev.info.block + 1) + "  +" +
+        std::to_string(ev.info.committed) +
+        (ev.info.lookahead > 0 || ev.info.drafts_accepted > 0 || ev.info.drafts_rejected > 0
+             ? "  lookahead " + std::to_string(ev.info.lookahead) + "  drafts +" +
+                   std::to_string(ev.info.drafts_accepted) + " accepted -" +
+                   std::to_string(ev.info.drafts_rejected) + " rejected"
+             : "") +
+        kReset + "\n";
+    if (!ev.states.empty()) text += legend();
     const std::vector<int32_t> prompt(ev.canvas.begin(), ev.canvas.begin() + ev.prompt_len);
     text += printable(tok_.decode(prompt, false));
-    text += render(tok_, ids_, ev.canvas, ev.prompt_len, ev.committed, true);
+    text += render(tok_, ids_, ev.canvas, ev.prompt_len, ev.committed, true, ev.states, ev.drafts);
     if (lines_drawn_ > 0) {
         std::fputs("\r", out_);
         if (lines_drawn_ > 1) std::fprintf(out_, "\x1b[%dA", lines_drawn_ - 1);

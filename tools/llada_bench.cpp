@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -326,20 +327,33 @@ struct AblationRow {
     const char* policy;
     bool npu;
     const char* memory;
-    double published_s;
+    double published_s;  // 0: not a row of the published ablation
+    bool replayed;       // decisions replayed from a trained model's trace (--replay)
 };
 
 constexpr AblationRow kAblation[] = {
-    {"CPU", "vanilla", false, "", 2996.2},
-    {"+ prefix KV cache", "prefix-cache", false, "", 607.0},
-    {"+ NPU offload", "prefix-cache", true, "baseline", 341.2},
-    {"+ swap-optimised memory runtime", "prefix-cache", true, "optimised", 87.0},
+    {"CPU", "vanilla", false, "", 2996.2, false},
+    {"+ prefix KV cache", "prefix-cache", false, "", 607.0, false},
+    {"+ NPU offload", "prefix-cache", true, "baseline", 341.2, false},
+    {"+ swap-optimised memory runtime", "prefix-cache", true, "optimised", 87.0, false},
+    // Not in the paper: the same parallel commits without speculation, so that row 6's gain is
+    // speculation's alone.
+    {"  (parallel commits, windows of need)", "need", true, "optimised", 0.0, true},
+    {"+ multi-block speculative decoding", "mbsd", true, "optimised", 71.6, true},
 };
 
 struct AblationRun {
     double wall_s = 0;
     runtime::DeviceReport rep;
     model::ForwardStats stats;
+    std::vector<int> lookahead;  // per step
+    int64_t drafts_accepted = 0, drafts_rejected = 0;
+};
+
+// The decision traces the replayed rows take (--replay for mbsd, --replay-need for need).
+struct AblationTraces {
+    const decode::DecisionTrace* mbsd = nullptr;
+    const decode::DecisionTrace* need = nullptr;
 };
 
 // Runs one configuration on a fresh device (so compile and the first load of the window are
@@ -347,7 +361,7 @@ struct AblationRun {
 AblationRun run_ablation_row(const tools::LoadedModel& lm, const AblationRow& row,
                              const std::string& cache_policy, const runtime::DeviceConfig& base,
                              const std::vector<int32_t>& prompt, int gen, int block, int steps,
-                             runtime::ThreadPool& pool) {
+                             runtime::ThreadPool& pool, const AblationTraces& traces = {}) {
     runtime::DeviceConfig c = base;
     if (row.npu) {
         c.device = "npu-sim";
@@ -365,7 +379,12 @@ AblationRun run_ablation_row(const tools::LoadedModel& lm, const AblationRow& ro
     opt.block = block;
     opt.steps = steps;
     opt.early_stop = 0;  // every block decoded, as a fixed-length benchmark
-    const std::string policy = std::string(row.policy) == "vanilla" ? "vanilla" : cache_policy;
+    std::string policy = std::string(row.policy) == "vanilla" ? "vanilla" : cache_policy;
+    if (row.replayed) {
+        policy = row.policy;
+        opt.threshold = 0.9;  // the rule's name; the decisions come from the trace
+        opt.replay = policy == "mbsd" ? traces.mbsd : traces.need;
+    }
     auto p = decode::make_policy(policy, *lm.model, *dev, opt, lm.ids);
     AblationRun r;
     const auto t0 = Clock::now();
@@ -373,6 +392,10 @@ AblationRun run_ablation_row(const tools::LoadedModel& lm, const AblationRow& ro
     r.wall_s = seconds_since(t0);
     r.rep = *dev->report();
     r.stats = res.stats;
+    for (const auto& s : res.steps)
+        r.lookahead.push_back(s.lookahead);
+    r.drafts_accepted = res.drafts_accepted;
+    r.drafts_rejected = res.drafts_rejected;
     return r;
 }
 
@@ -383,7 +406,8 @@ double per_request_s(const runtime::DeviceReport& r) {
 nlohmann::json run_ablation(const tools::LoadedModel& lm, const runtime::DeviceConfig& base,
                             const std::string& configs, const std::string& cache_policy,
                             const std::vector<int32_t>& prompt, int gen, int block, int steps,
-                            bool sensitivity, runtime::ThreadPool& pool) {
+                            bool sensitivity, runtime::ThreadPool& pool,
+                            const AblationTraces& traces) {
     nlohmann::json rows = nlohmann::json::array();
     const std::string npu_profile = base.profile.empty() ? "sm8750" : base.profile;
     const npu::Profile prof = npu::find_profile(npu_profile);
@@ -401,8 +425,16 @@ nlohmann::json run_ablation(const tools::LoadedModel& lm, const runtime::DeviceC
     for (size_t i = 0; i < std::size(kAblation); ++i) {
         if (configs.find(std::to_string(i + 1)) == std::string::npos) continue;
         const AblationRow& row = kAblation[i];
+        const decode::DecisionTrace* trace =
+            std::string(row.policy) == "mbsd" ? traces.mbsd : traces.need;
+        if (row.replayed && trace == nullptr) {
+            std::printf("%-34s %12.1f   (needs a decision trace: %s FILE)\n", row.name,
+                        row.published_s,
+                        std::string(row.policy) == "mbsd" ? "--replay" : "--replay-need");
+            continue;
+        }
         const AblationRun r =
-            run_ablation_row(lm, row, cache_policy, base, prompt, gen, block, steps, pool);
+            run_ablation_row(lm, row, cache_policy, base, prompt, gen, block, steps, pool, traces);
         const double proj = per_request_s(r.rep);
         if (first_projected == 0) first_projected = proj;
         nlohmann::json j = {
@@ -422,17 +454,35 @@ nlohmann::json run_ablation(const tools::LoadedModel& lm, const runtime::DeviceC
             {"rows", r.stats.rows},
             {"padded_rows", r.rep.padded_rows},
             {"report", tools::device_report_json(r.rep)}};
+        if (row.replayed) {
+            j["policy"] = row.policy;
+            j["replayed_from"] = trace->source;
+            j["lookahead_per_step"] = r.lookahead;
+            j["drafts_accepted"] = r.drafts_accepted;
+            j["drafts_rejected"] = r.drafts_rejected;
+        }
         rows.push_back(j);
         std::printf("%-34s %12.1f %8.1fx %14.1f %8.1fx %10.1f %12.1f %6lld %10s\n", row.name,
-                    row.published_s, kAblation[0].published_s / row.published_s, proj,
+                    row.published_s,
+                    row.published_s > 0 ? kAblation[0].published_s / row.published_s : 0.0, proj,
                     proj > 0 ? first_projected / proj : 0.0, r.rep.one_time_us / 1e6, r.wall_s,
                     static_cast<long long>(r.stats.forwards),
                     r.rep.functional ? "functional" : "timing-only");
+        if (row.replayed) {
+            std::string la;
+            for (int v : r.lookahead) {
+                if (!la.empty()) la += ',';
+                la += std::to_string(v);
+            }
+            std::printf(
+                "  REPLAYED decisions from %s; lookahead per step [%s]; drafts %lld "
+                "accepted, %lld rejected\n",
+                trace->source.c_str(), la.c_str(), static_cast<long long>(r.drafts_accepted),
+                static_cast<long long>(r.drafts_rejected));
+        }
         std::printf("%s", r.rep.summary().c_str());
         std::fflush(stdout);
     }
-    std::printf("%-34s %12.1f   (multi-block speculative decoding: a later issue)\n",
-                "+ multi-block speculative decoding", 71.6);
     std::printf("%-34s %12.1f   (progressive revision: a later issue)\n", "+ progressive revision",
                 16.1);
     nlohmann::json out = {{"rows", rows}};
@@ -502,7 +552,11 @@ int main(int argc, char** argv) {
         args.integer({"--reps"}, "N", "repetitions per measurement (median reported)", &reps, 1,
                      1000);
         args.flag({"--json"}, "print JSON", &json);
-        bool kv_f16 = false;
+        bool kv_f16 = false, full_last_layer = false;
+        args.flag({"--full-last-layer"},
+                  "e2e mode: run the last layer on every window row (to measure the gather of\n"
+                  "the output rows before the last layer's attention and FFN)",
+                  &full_last_layer);
         args.flag({"--kv-f16"}, "rows and e2e modes: the KV cache in fp16 instead of float32",
                   &kv_f16);
         args.section("Rows mode");
@@ -564,6 +618,20 @@ int main(int argc, char** argv) {
                     &cache_policy);
         args.flag({"--no-sensitivity"}, "skip the map/unmap and copy cost sensitivity table",
                   &no_sensitivity);
+        std::string replay_path, replay_need_path;
+        int replay_index = -1;
+        args.section("Replay (--e2e and --ablation)");
+        args.string({"--replay"}, "FILE",
+                    "a decision trace (llada-eval/llada-cli --trace-out) of a trained model: the\n"
+                    "data-dependent policies (need, mbsd) commit as that run did, on this model\n"
+                    "and device; --ablation's '+ multi-block speculation' row takes it",
+                    &replay_path);
+        args.string({"--replay-need"}, "FILE",
+                    "--ablation: the trace of the windows-of-need row (policy need)",
+                    &replay_need_path);
+        args.integer({"--replay-index"}, "N",
+                     "which trace of the file (default: the one of median forward count)",
+                     &replay_index, 0, 1 << 30);
         tools::DeviceFlags devf;
         devf.add_to(args);
         if (!args.parse(argc, argv)) return 0;
@@ -573,6 +641,17 @@ int main(int argc, char** argv) {
             throw Error(
                 "--kv-f16 applies to the rows and --e2e modes, not --sampling or --ablation");
 
+        std::optional<decode::DecisionTrace> trace, trace_need;
+        if (!replay_path.empty()) trace = tools::read_trace(replay_path, replay_index);
+        if (!replay_need_path.empty())
+            trace_need = tools::read_trace(replay_need_path, replay_index);
+        for (const auto* t : {trace ? &*trace : nullptr, trace_need ? &*trace_need : nullptr}) {
+            if (t && t->stopped_early) {
+                throw Error("the decision trace from " + t->source +
+                            " stopped early; record it with --no-early-stop so that every block "
+                            "is decoded");
+            }
+        }
         const auto t_load = Clock::now();
         tools::LoadedModel lm = tools::load_model(model_path);
         const double load_s = seconds_since(t_load);
@@ -591,7 +670,10 @@ int main(int argc, char** argv) {
                 text += static_cast<char>('a' + i % 26);
             const auto ids = lm.tok->encode(text, lm.tok->add_bos_default(), false);
             report["ablation"] = run_ablation(lm, devf.config, ablation_configs, cache_policy, ids,
-                                              gen, block, steps, !no_sensitivity, pool);
+                                              gen, block, steps, !no_sensitivity, pool,
+                                              {trace ? &*trace : nullptr, trace_need ? &*trace_need
+                                                                          : trace    ? &*trace
+                                                                                     : nullptr});
             report["prompt_tokens"] = ids.size();
             report["gen"] = gen;
             report["block"] = block;
@@ -755,6 +837,7 @@ int main(int argc, char** argv) {
                 opt.block = block;
                 opt.steps = steps;
                 opt.kernels.kv_f16 = kv_f16;
+                opt.kernels.full_last_layer = full_last_layer;
                 std::string name = spec;
                 if (const auto plus = spec.find("+threshold"); plus != std::string::npos) {
                     name = spec.substr(0, plus);
@@ -762,6 +845,9 @@ int main(int argc, char** argv) {
                 } else if (spec == "threshold") {
                     opt.threshold = tau;
                 }
+                const bool replayed = trace && (name == "need" || name == "mbsd");
+                if (replayed) opt.replay = &*trace;
+                if (name == "mbsd" || name == "need") opt.early_stop = 0;
                 auto policy = decode::make_policy(name, *lm.model, *dev, opt, lm.ids);
                 dev->reset_report();
                 const auto t0 = Clock::now();
@@ -773,12 +859,16 @@ int main(int argc, char** argv) {
                                 {"wall_s", wall},
                                 {"nfe", res.stats.forwards},
                                 {"rows", res.stats.rows},
-                                {"lm_head_rows", res.stats.lm_head_rows}});
+                                {"lm_head_rows", res.stats.lm_head_rows},
+                                {"rows_device", res.rows_device},
+                                {"drafts_accepted", res.drafts_accepted}});
+                if (replayed) runs.back()["replayed_from"] = trace->source;
                 if (dev->caps().projected) {
                     runs.back()["device"] = tools::device_report_json(*dev->report());
                 }
-                std::fprintf(stderr, "llada.cpp %-22s %8.2f s  NFE %lld\n", spec.c_str(), wall,
-                             static_cast<long long>(res.stats.forwards));
+                std::fprintf(stderr, "llada.cpp %-22s %8.2f s  NFE %lld%s\n", spec.c_str(), wall,
+                             static_cast<long long>(res.stats.forwards),
+                             replayed ? "  (decisions REPLAYED from a trace)" : "");
             }
             if (!llama_diffusion.empty()) {
                 // llama.cpp splits the whole ubatch (prompt + gen) into blocks, so the prompt's

@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -15,7 +16,7 @@ using namespace llada;
 
 int main(int argc, char** argv) {
     return tools::run_tool([&]() -> int {
-        std::string model_path, prompt, prompt_file, prompt_tokens;
+        std::string model_path, prompt, prompt_file, prompt_tokens, trace_out;
         bool chat = false, json = false, no_display = false;
         int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
         tools::DecodeFlags dec;
@@ -41,6 +42,10 @@ int main(int argc, char** argv) {
         args.section("Output");
         args.flag({"--json"}, "print one JSON object (text, tokens, steps, nfe, wall_s, per-step)",
                   &json);
+        args.string({"--trace-out"}, "FILE",
+                    "write the generation's decision trace (rows by state, commits, drafts per\n"
+                    "step) for llada-bench --replay",
+                    &trace_out);
         args.flag({"--no-display"}, "no live view of the canvas (also off when not a terminal)",
                   &no_display);
         args.integer({"-t", "--threads"}, "N", "CPU threads (default: all cores)", &threads, 1,
@@ -70,6 +75,7 @@ int main(int argc, char** argv) {
 
         runtime::ThreadPool pool(threads);
         auto device = devf.make(pool);
+        dec.set_calibration_file(model_path, threads);
         auto policy = decode::make_policy(dec.policy, *lm.model, *device, dec.opt, lm.ids);
 
         const bool display = !no_display && !json && isatty(fileno(stdout));
@@ -81,6 +87,11 @@ int main(int argc, char** argv) {
         decode::GenerateResult res = policy->generate(ids, on_step);
         if (display) view.finish();
 
+        if (!trace_out.empty()) {
+            std::ofstream f(trace_out);
+            if (!f) throw Error("cannot create '" + trace_out + "'");
+            f << tools::trace_json(res, dec.opt, model_path, policy->name()).dump() << "\n";
+        }
         const std::vector<int32_t> answer = res.answer(lm.ids);
         const std::string text = lm.tok->decode(answer, false);
         const double tok_s = res.wall_s > 0 ? dec.opt.gen / res.wall_s : 0.0;
@@ -98,18 +109,16 @@ int main(int argc, char** argv) {
             j["nfe"] = res.stats.forwards;
             j["rows"] = res.stats.rows;
             j["lm_head_rows"] = res.stats.lm_head_rows;
+            j["rows_device"] = res.rows_device;
+            j["drafts"] = {{"proposed", res.drafts_proposed},
+                           {"accepted", res.drafts_accepted},
+                           {"rejected", res.drafts_rejected}};
             j["wall_s"] = res.wall_s;
             j["tokens_per_s"] = tok_s;
             j["threads"] = threads;
             nlohmann::json steps = nlohmann::json::array();
-            for (const auto& s : res.steps) {
-                steps.push_back({{"step", s.step},
-                                 {"block", s.block},
-                                 {"committed", s.committed},
-                                 {"rows", s.rows},
-                                 {"lm_head_rows", s.lm_head_rows},
-                                 {"ms", s.ms}});
-            }
+            for (const auto& s : res.steps)
+                steps.push_back(tools::step_json(s));
             j["per_step"] = steps;
             if (const runtime::DeviceReport* rep = device->report()) {
                 j["device"] = tools::device_report_json(*rep);

@@ -20,7 +20,8 @@ using namespace llada;
 namespace {
 
 struct Tally {
-    int64_t n = 0, correct = 0, nfe = 0, rows = 0, lm_head_rows = 0;
+    int64_t n = 0, correct = 0, nfe = 0, rows = 0, lm_head_rows = 0, rows_device = 0;
+    int64_t drafts_proposed = 0, drafts_accepted = 0, drafts_rejected = 0;
     int64_t tokens = 0;         // positions the policy decided
     int64_t answer_tokens = 0;  // tokens before the first EOS
     double wall_s = 0.0;
@@ -31,6 +32,10 @@ struct Tally {
         nfe += r.stats.forwards;
         rows += r.stats.rows;
         lm_head_rows += r.stats.lm_head_rows;
+        rows_device += r.rows_device;
+        drafts_proposed += r.drafts_proposed;
+        drafts_accepted += r.drafts_accepted;
+        drafts_rejected += r.drafts_rejected;
         int64_t decided = 0;
         for (const auto& s : r.steps)
             decided += s.committed;
@@ -49,6 +54,14 @@ struct Tally {
                 {"nfe", nfe / dn},
                 {"rows", rows / dn},
                 {"lm_head_rows", lm_head_rows / dn},
+                {"rows_device", rows_device / dn},
+                {"drafts_proposed", drafts_proposed / dn},
+                {"drafts_accepted", drafts_accepted / dn},
+                {"drafts_rejected", drafts_rejected / dn},
+                {"draft_acceptance",
+                 drafts_accepted + drafts_rejected > 0
+                     ? static_cast<double>(drafts_accepted) / (drafts_accepted + drafts_rejected)
+                     : 0.0},
                 {"tokens_per_s", wall_s > 0 ? tokens / wall_s : 0.0},
                 {"answer_tokens_per_s", wall_s > 0 ? answer_tokens / wall_s : 0.0},
                 {"wall_s", wall_s}};
@@ -68,7 +81,7 @@ void progress(int done, int total, int64_t correct) {
 
 int main(int argc, char** argv) {
     return tools::run_tool([&]() -> int {
-        std::string model_path, tasks_path, answer_regex, out_path;
+        std::string model_path, tasks_path, answer_regex, out_path, trace_out;
         int limit = 0, parallel = 1;
         bool json = false, chat = false, no_progress = false;
         int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -95,6 +108,9 @@ int main(int argc, char** argv) {
         args.flag({"--json"}, "print one JSON object (n, accuracy, ci95, nfe, tokens_per_s, ...)",
                   &json);
         args.string({"--out"}, "FILE", "also write every problem's generation as JSONL", &out_path);
+        args.string({"--trace-out"}, "FILE",
+                    "write every problem's decision trace, one per line, for llada-bench --replay",
+                    &trace_out);
         args.flag({"--no-progress"}, "no progress bar", &no_progress);
         args.integer({"--parallel"}, "N",
                      "problems decoded at once, each with its own -t threads (for tiny models\n"
@@ -111,6 +127,7 @@ int main(int argc, char** argv) {
         const tools::AnswerMatcher matcher(answer_regex);
         tools::LoadedModel lm = tools::load_model(model_path);
         dec.finish(args, *lm.model);
+        dec.set_calibration_file(model_path, threads);
         // One pool, device and policy per parallel worker; problems are independent.
         struct Worker {
             std::unique_ptr<runtime::ThreadPool> pool;
@@ -193,6 +210,16 @@ int main(int argc, char** argv) {
                 nlohmann::json j = {{"task", pb.task},     {"prompt", pb.prompt},
                                     {"answer", pb.answer}, {"generated", o.generated},
                                     {"correct", o.ok},     {"nfe", o.res.stats.forwards}};
+                j["rows"] = o.res.stats.rows;
+                j["rows_device"] = o.res.rows_device;
+                j["drafts"] = {{"proposed", o.res.drafts_proposed},
+                               {"accepted", o.res.drafts_accepted},
+                               {"rejected", o.res.drafts_rejected}};
+                // Per-step commit counts per block: the schedule a trace replay needs.
+                nlohmann::json commits = nlohmann::json::array();
+                for (const auto& s : o.res.steps)
+                    commits.push_back({s.block, s.committed});
+                j["commits"] = commits;
                 std::fprintf(
                     out, "%s\n",
                     j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
@@ -201,6 +228,16 @@ int main(int argc, char** argv) {
                 progress(static_cast<int>(i + 1), static_cast<int>(problems.size()), all.correct);
         }
         if (out) std::fclose(out);
+        if (!trace_out.empty()) {
+            std::FILE* tf = std::fopen(trace_out.c_str(), "w");
+            if (!tf) throw Error("cannot create '" + trace_out + "'");
+            for (size_t i = 0; i < problems.size(); ++i) {
+                auto j = tools::trace_json(outcomes[i].res, dec.opt, model_path, policy.name());
+                j["problem"] = i;
+                std::fprintf(tf, "%s\n", j.dump().c_str());
+            }
+            std::fclose(tf);
+        }
         if (show_progress) std::fputs("\n", stderr);
         const double elapsed =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -222,7 +259,10 @@ int main(int argc, char** argv) {
                              {"threshold", dec.opt.threshold},
                              {"factor", dec.opt.factor},
                              {"refresh", dec.opt.refresh},
-                             {"early_stop", dec.opt.early_stop}};
+                             {"early_stop", dec.opt.early_stop},
+                             {"lookahead", dec.lookahead},
+                             {"accept", dec.opt.accept},
+                             {"draft_input", dec.draft_input}};
         nlohmann::json tasks = nlohmann::json::object();
         for (const auto& [name, t] : per_task)
             tasks[name] = t.to_json();
@@ -250,6 +290,15 @@ int main(int argc, char** argv) {
         for (const auto& [name, t] : tasks.items())
             row(name, t);
         row("overall", report);
+        if (report["drafts_proposed"].get<double>() > 0) {
+            std::printf(
+                "drafts per problem: %.1f proposed, %.1f accepted, %.1f rejected "
+                "(%.1f%% of evaluated drafts accepted); device rows %.1f\n",
+                report["drafts_proposed"].get<double>(), report["drafts_accepted"].get<double>(),
+                report["drafts_rejected"].get<double>(),
+                100 * report["draft_acceptance"].get<double>(),
+                report["rows_device"].get<double>());
+        }
         if (const runtime::DeviceReport* rep = workers[0].device->report(); rep && rep->projected) {
             std::printf("%s", rep->summary().c_str());
         }
