@@ -8,6 +8,11 @@
 #             per task; vanilla included, so every comparison is on the same problems)
 #   ar        the AR twins, greedy
 #   hard      tiny-llada-m vanilla and dual-cache + threshold on the hard sets
+#   spec      the step engine's policies beside the cache policies, block 8 and 16, on mix-1000
+#             and the hard sets: vanilla, dual-cache + threshold 0.9, need + threshold 0.9,
+#             mbsd + threshold 0.9 (lookahead auto) on cpu and on npu-sim, and the mbsd variants
+#             (draft tokens as input, --accept 0.9); also writes the decision traces that
+#             llada-bench --replay takes (bench/out/quality/trace-*.jsonl)
 . "$(dirname "$0")/common.sh"
 Q=$OUT/quality
 mkdir -p "$Q"
@@ -17,7 +22,7 @@ HARD=$ROOT/models/tasks/all-hard.jsonl
 MIX=$ROOT/models/tasks/mix-1000.jsonl
 # Workers: problems are independent, so llada-eval runs $THREADS of them side by side, 1 thread each.
 eval_() { "$BIN/llada-eval" -t 1 --parallel "$THREADS" --json "$@"; }
-for part in ${QUALITY:-grid hardgrid policies ar hard}; do
+for part in ${QUALITY:-grid hardgrid policies ar hard spec}; do
     case $part in
     grid)
         for b in 8 16 32; do for s in 32 16 8 4; do
@@ -49,6 +54,23 @@ for part in ${QUALITY:-grid hardgrid policies ar hard}; do
     hard)
         eval_ -m "$M" --tasks "$HARD" --gen 32 --block 8 --policy dual-cache --threshold 0.9 > "$Q/hard-dual-threshold-b8.json"
         eval_ -m "$ROOT/models/tiny-ar-m.gguf" --tasks "$HARD" --gen 32 > "$Q/hard-ar-m.json" ;;
+    spec)
+        for b in 8 16; do for set in mix-1000 all-hard; do
+            T=$ROOT/models/tasks/$set.jsonl
+            p="$Q/spec-$set-b$b"
+            eval_ -m "$M" --tasks "$T" --gen 32 --block $b --policy vanilla > "$p-vanilla.json"
+            eval_ -m "$M" --tasks "$T" --gen 32 --block $b --policy dual-cache --threshold 0.9 > "$p-dual.json"
+            eval_ -m "$M" --tasks "$T" --gen 32 --block $b --policy need --threshold 0.9 > "$p-need.json"
+            eval_ -m "$M" --tasks "$T" --gen 32 --block $b --policy mbsd --threshold 0.9 > "$p-mbsd-cpu.json"
+            eval_ -m "$M" --tasks "$T" --gen 32 --block $b --policy mbsd --threshold 0.9 --device npu-sim > "$p-mbsd-npu.json"
+            eval_ -m "$M" --tasks "$T" --gen 32 --block $b --policy mbsd --threshold 0.9 --device npu-sim --draft-input token > "$p-mbsd-npu-token.json"
+            eval_ -m "$M" --tasks "$T" --gen 32 --block $b --policy mbsd --threshold 0.9 --device npu-sim --accept 0.9 > "$p-mbsd-npu-accept09.json"
+        done; done
+        # Decision traces for the replayed 1B / 8B numbers: every block decoded (no early stop).
+        eval_ -m "$M" --tasks "$MIX" --gen 32 --block 8 --policy mbsd --threshold 0.9 --device npu-sim --no-early-stop \
+            --trace-out "$Q/trace-mbsd-b8.jsonl" > "$Q/trace-mbsd-b8.json"
+        eval_ -m "$M" --tasks "$MIX" --gen 32 --block 8 --policy need --threshold 0.9 --no-early-stop \
+            --trace-out "$Q/trace-need-b8.jsonl" > "$Q/trace-need-b8.json" ;;
     *) echo "quality.sh: unknown part '$part'" >&2; exit 2 ;;
     esac
 done

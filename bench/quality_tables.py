@@ -111,6 +111,33 @@ def others(d, name, names):
     print()
 
 
+SPEC = [("vanilla", "vanilla", "cpu"), ("dual", "dual-cache + threshold 0.9", "cpu"),
+        ("need", "need + threshold 0.9 (windows of need)", "cpu"),
+        ("mbsd-cpu", "mbsd + threshold 0.9, lookahead auto", "cpu"),
+        ("mbsd-npu", "mbsd + threshold 0.9, lookahead auto", "npu-sim"),
+        ("mbsd-npu-token", "mbsd + threshold 0.9, drafts fed as tokens", "npu-sim"),
+        ("mbsd-npu-accept09", "mbsd + threshold 0.9, --accept 0.9", "npu-sim")]
+
+
+def spec(d, names):
+    print("| tasks | block | policy | device | accuracy % [95% CI] | NFE | NFE vs dual-cache + "
+          "threshold | rows asked | rows on the device | drafts accepted / rejected per problem |")
+    print("|---|---|---|---|---|---:|---:|---:|---:|---:|")
+    for s in ("mix-1000", "all-hard"):
+        for b in (8, 16):
+            dual = load(d, f"spec-{s}-b{b}-dual")
+            for key, label, dev in SPEC:
+                r = load(d, f"spec-{s}-b{b}-{key}")
+                if not r:
+                    continue
+                ratio = f"{r['nfe'] / dual['nfe']:.3f}x" if dual else "-"
+                drafts = (f"{r.get('drafts_accepted', 0):.1f} / {r.get('drafts_rejected', 0):.1f}"
+                          if key.startswith("mbsd") else "-")
+                print(f"| {s} | {b} | {label} | {dev} | {acc(r)} | {r['nfe']:.2f} | {ratio} | "
+                      f"{r['rows']:.1f} | {r.get('rows_device', r['rows']):.1f} | {drafts} |")
+    print()
+
+
 def main():
     d = sys.argv[1] if len(sys.argv) > 1 else "bench/out/quality"
     name = sys.argv[2] if len(sys.argv) > 2 else "tiny-llada-m"
@@ -124,6 +151,8 @@ def main():
     policies(d, names)
     print("### Other models and the hard sets\n")
     others(d, name, names)
+    print(f"### The step engine's policies ({name}, gen 32)\n")
+    spec(d, names)
 
 
 if __name__ == "__main__":
