@@ -70,7 +70,15 @@ for part in ${QUALITY:-grid hardgrid policies ar hard spec}; do
         eval_ -m "$M" --tasks "$MIX" --gen 32 --block 8 --policy mbsd --threshold 0.9 --device npu-sim --no-early-stop \
             --trace-out "$Q/trace-mbsd-b8.jsonl" > "$Q/trace-mbsd-b8.json"
         eval_ -m "$M" --tasks "$MIX" --gen 32 --block 8 --policy need --threshold 0.9 --no-early-stop \
-            --trace-out "$Q/trace-need-b8.jsonl" > "$Q/trace-need-b8.json" ;;
+            --trace-out "$Q/trace-need-b8.jsonl" > "$Q/trace-need-b8.json"
+        eval_ -m "$M" --tasks "$MIX" --gen 32 --block 8 --policy mbsd --device npu-sim --no-early-stop \
+            --trace-out "$Q/trace-mbsd-sched-b8.jsonl" > "$Q/trace-mbsd-sched-b8.json"
+        # One token per step (the schedule of the published ablation's rows).
+        for b in 8 16; do
+            eval_ -m "$M" --tasks "$MIX" --gen 32 --block $b --policy dual-cache > "$Q/sched-b$b-dual.json"
+            eval_ -m "$M" --tasks "$MIX" --gen 32 --block $b --policy need > "$Q/sched-b$b-need.json"
+            eval_ -m "$M" --tasks "$MIX" --gen 32 --block $b --policy mbsd --device npu-sim > "$Q/sched-b$b-mbsd-npu.json"
+        done ;;
     *) echo "quality.sh: unknown part '$part'" >&2; exit 2 ;;
     esac
 done

@@ -121,7 +121,8 @@ SPEC = [("vanilla", "vanilla", "cpu"), ("dual", "dual-cache + threshold 0.9", "c
 
 def spec(d, names):
     print("| tasks | block | policy | device | accuracy % [95% CI] | NFE | NFE vs dual-cache + "
-          "threshold | rows asked | rows on the device | drafts accepted / rejected per problem |")
+          "threshold | rows asked | rows on the device | drafts accepted (below tau) / rejected "
+          "per problem |")
     print("|---|---|---|---|---|---:|---:|---:|---:|---:|")
     for s in ("mix-1000", "all-hard"):
         for b in (8, 16):
@@ -131,10 +132,28 @@ def spec(d, names):
                 if not r:
                     continue
                 ratio = f"{r['nfe'] / dual['nfe']:.3f}x" if dual else "-"
-                drafts = (f"{r.get('drafts_accepted', 0):.1f} / {r.get('drafts_rejected', 0):.1f}"
+                drafts = (f"{r.get('drafts_accepted', 0):.1f} ({r.get('drafts_accepted_early', 0):.1f})"
+                          f" / {r.get('drafts_rejected', 0):.1f}"
                           if key.startswith("mbsd") else "-")
                 print(f"| {s} | {b} | {label} | {dev} | {acc(r)} | {r['nfe']:.2f} | {ratio} | "
                       f"{r['rows']:.1f} | {r.get('rows_device', r['rows']):.1f} | {drafts} |")
+    print()
+    print("One token per step (steps 32, no --threshold), mix-1000:\n")
+    print("| block | policy | device | accuracy % [95% CI] | NFE | NFE vs dual-cache | rows asked | "
+          "rows on the device | drafts accepted / rejected per problem |")
+    print("|---|---|---|---|---:|---:|---:|---:|---:|")
+    for b in (8, 16):
+        dual = load(d, f"sched-b{b}-dual")
+        for key, label, dev in [("dual", "dual-cache", "cpu"), ("need", "need", "cpu"),
+                                ("mbsd-npu", "mbsd, lookahead auto", "npu-sim")]:
+            r = load(d, f"sched-b{b}-{key}")
+            if not r:
+                continue
+            ratio = f"{r['nfe'] / dual['nfe']:.3f}x" if dual else "-"
+            drafts = (f"{r.get('drafts_accepted', 0):.1f} / {r.get('drafts_rejected', 0):.1f}"
+                      if key.startswith("mbsd") else "-")
+            print(f"| {b} | {label} | {dev} | {acc(r)} | {r['nfe']:.2f} | {ratio} | "
+                  f"{r['rows']:.1f} | {r.get('rows_device', r['rows']):.1f} | {drafts} |")
     print()
 
 

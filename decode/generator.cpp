@@ -287,8 +287,9 @@ int Generator::choose_lookahead(int base_rows, int available) const {
     in.commits_per_step = commit_steps_ > 0
                               ? static_cast<double>(commits_) / static_cast<double>(commit_steps_)
                               : 1.0;
-    in.accept_rate = (static_cast<double>(drafts_accepted_) + 1.0) /
-                     (static_cast<double>(drafts_evaluated_) + 2.0);
+    // Only drafts accepted earlier than the commit rule would have taken them save work.
+    in.accept_rate =
+        (static_cast<double>(drafts_early_) + 1.0) / (static_cast<double>(drafts_evaluated_) + 2.0);
     in.steps_left = static_cast<double>(block_masked()) / std::max(1e-9, in.commits_per_step);
     in.mem_budget = static_cast<size_t>(opt_.lookahead_mem_mb * 1024.0 * 1024.0);
     if (n_seq() == 1) return decode::choose_lookahead(*cost_, in);
@@ -377,6 +378,11 @@ void Generator::decide(StepInfo& info, int n_need) {
         if (cand_[r].token == draft_tok_[p] && cand_[r].confidence >= opt_.accept) {
             ++info.drafts_accepted;
             ++drafts_accepted_;
+            // Early: the commit rule would not have taken it this step (what speculation buys).
+            if (cfg_.rule != CommitRule::Threshold || cand_[r].confidence < opt_.threshold) {
+                ++info.drafts_accepted_early;
+                ++drafts_early_;
+            }
             commit(p, cand_[r].token);
             cand_[r].confidence = -1.0f;  // out of the commit rule's running
         } else {
@@ -403,8 +409,8 @@ void Generator::decide(StepInfo& info, int n_need) {
         choose(std::min(k, masked));
         for (int r : chosen_) {
             const float c = cand_[r].confidence;
-            const bool forced = accepted > 0 &&
-                                ((cfg_.rule == CommitRule::Threshold && c < opt_.threshold) ||
+            const bool forced =
+                accepted > 0 && ((cfg_.rule == CommitRule::Threshold && c < opt_.threshold) ||
                                  (cfg_.rule == CommitRule::Factor && chosen_.size() == 1 &&
                                   c < 1.0 - opt_.factor / 2.0));
             if (!forced) commit(need_[r], cand_[r].token);
@@ -430,7 +436,15 @@ void Generator::replay(StepInfo& info) {
     ReplayDecision d;
     replay_decision(*opt_.replay, n_blocks_, opt_.block, block_, step_in_block_, drafts, committed,
                     d);
-    int accept = d.accept, rest = d.commit - d.accept;
+    int accept = d.accept, early = d.accept_early, rest = d.commit - d.accept;
+    if (cfg_.rule == CommitRule::Schedule) {
+        // Under a fixed schedule only the share of drafts accepted comes from the trace: the
+        // steps are the target's own schedule, and every accepted draft is early.
+        const int i = step_in_block_;
+        const int scheduled = i < steps_per_block_ ? std::max(1, schedule_[i]) : 1;
+        accept = early = std::min(d.accept_share, drafts);
+        rest = std::max(0, scheduled - accept);
+    }
     for (int r = 0; r < n_need; ++r) {
         const int p = need_[r];
         if (state_[p] != TokenState::Draft) continue;
@@ -439,6 +453,11 @@ void Generator::replay(StepInfo& info) {
             --accept;
             ++info.drafts_accepted;
             ++drafts_accepted_;
+            if (early > 0) {
+                --early;
+                ++info.drafts_accepted_early;
+                ++drafts_early_;
+            }
             commit(p, draft_tok_[p]);
         } else {
             ++info.drafts_rejected;
@@ -515,6 +534,7 @@ void Generator::apply(std::span<const RowPrediction> preds) {
     res_.drafts_proposed += info.drafts_proposed;
     res_.drafts_accepted += info.drafts_accepted;
     res_.drafts_rejected += info.drafts_rejected;
+    res_.drafts_accepted_early += info.drafts_accepted_early;
     ++step_in_block_;
     ++global_step_;
     // Advance past every block that is over.

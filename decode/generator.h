@@ -141,7 +141,8 @@ class Generator {
     std::vector<int> chosen_;
     std::vector<int32_t> committed_;
     // Running estimates for the lookahead chooser.
-    int64_t drafts_evaluated_ = 0, drafts_accepted_ = 0, commits_ = 0, commit_steps_ = 0;
+    int64_t drafts_evaluated_ = 0, drafts_accepted_ = 0, drafts_early_ = 0;
+    int64_t commits_ = 0, commit_steps_ = 0;
 };
 
 }  // namespace llada::decode

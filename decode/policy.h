@@ -101,11 +101,12 @@ struct StepInfo {
     int64_t lm_head_rows = 0;
     double ms = 0.0;  // host wall time of the step
     // Step engine counters (the diffusion policies).
-    int64_t rows_device = 0;  // rows the device computed (tile padding included)
-    int lookahead = 0;        // lookahead rows in the window (mbsd)
-    int drafts_proposed = 0;  // lookahead rows whose prediction became a draft
-    int drafts_accepted = 0;  // drafts committed when their block became current
-    int drafts_rejected = 0;  // drafts returned to masked then
+    int64_t rows_device = 0;        // rows the device computed (tile padding included)
+    int lookahead = 0;              // lookahead rows in the window (mbsd)
+    int drafts_proposed = 0;        // lookahead rows whose prediction became a draft
+    int drafts_accepted = 0;        // drafts committed when their block became current
+    int drafts_accepted_early = 0;  // of which below the commit rule's bar (threshold)
+    int drafts_rejected = 0;        // drafts returned to masked then
     int n_masked = 0, n_draft = 0, n_visible = 0, n_stable = 0;  // generated positions by state
     // The window's rows by the state of their position (first sequence).
     int rows_masked = 0, rows_draft = 0, rows_committed = 0;
@@ -134,6 +135,7 @@ struct GenerateResult {
     bool stopped_early = false;  // positions after the stop were filled with end-of-text
     int64_t rows_device = 0;     // rows the device computed (tile padding included)
     int64_t drafts_proposed = 0, drafts_accepted = 0, drafts_rejected = 0;
+    int64_t drafts_accepted_early = 0;  // accepted below the commit rule's bar
 
     // The generated ids, prompt excluded.
     std::vector<int32_t> generated() const;

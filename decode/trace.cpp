@@ -33,7 +33,12 @@ bool replay_decision(const DecisionTrace& t, int n_blocks, int block_len, int b,
     const TraceStep& s = t.steps[first + k];
     if (s.drafts_present > 0 && drafts_present > 0) {
         const double frac = static_cast<double>(s.accepted) / s.drafts_present;
-        out.accept = std::min(out.commit, static_cast<int>(std::lround(frac * drafts_present)));
+        out.accept_share = static_cast<int>(std::lround(frac * drafts_present));
+        out.accept = std::min(out.commit, out.accept_share);
+        if (s.accepted > 0) {
+            out.accept_early = static_cast<int>(
+                std::lround(static_cast<double>(s.accepted_early) / s.accepted * out.accept));
+        }
     }
     out.commit = std::min(out.commit, block_len - committed_so_far);
     return true;

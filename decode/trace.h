@@ -16,6 +16,7 @@ struct TraceStep {
     int block = 0;
     int committed = 0;       // positions committed (accepted drafts included)
     int accepted = 0;        // drafts accepted (the step the block became current)
+    int accepted_early = 0;  // of which the commit rule alone would not have taken
     int rejected = 0;        // drafts returned to masked then
     int drafts_present = 0;  // drafts the block held when it became current
     int lookahead = 0;       // lookahead rows in the window
@@ -43,6 +44,8 @@ struct DecisionTrace {
 struct ReplayDecision {
     int commit = 0;
     int accept = 0;
+    int accept_early = 0;
+    int accept_share = 0;  // the trace's share of drafts accepted, applied to drafts_present
 };
 bool replay_decision(const DecisionTrace& t, int n_blocks, int block_len, int b, int k,
                      int drafts_present, int committed_so_far, ReplayDecision& out);

@@ -89,14 +89,53 @@ TEST(NpuTools, BenchAblationProjectsEveryRow) {
     ASSERT_NE(start, std::string::npos) << r.out;
     const json j = json::parse(r.out.substr(start + 1));
     const auto& rows = j["ablation"]["rows"];
-    ASSERT_EQ(rows.size(), 4u);
+    // Rows 1-5 need nothing; the replayed rows 6-8 say which trace they need.
+    ASSERT_EQ(rows.size(), 5u);
     for (const auto& row : rows)
         EXPECT_GT(row["projected_s"].get<double>(), 0.0) << row.dump();
     EXPECT_EQ(rows[0]["device"], "cpu");
     EXPECT_EQ(rows[0]["profile"], "sm8750-cpu");
     EXPECT_EQ(rows[2]["memory"], "baseline");
     EXPECT_EQ(rows[3]["memory"], "optimised");
+    EXPECT_EQ(rows[4]["policy"], "need");
+    EXPECT_NE(r.out.find("needs a decision trace: --replay FILE"), std::string::npos);
     EXPECT_FALSE(j["ablation"]["sensitivity"].empty());
+}
+
+// A decision trace written by llada-cli --trace-out replays onto another shape: the replayed
+// rows take its decisions and say so.
+TEST(NpuTools, BenchAblationReplaysADecisionTrace) {
+    const fs::path trace = fs::temp_directory_path() / "llada_npu_tools_trace.jsonl";
+    Result c = run(bin("llada-cli") + " -m " + model() +
+                   " --prompt-tokens \"256 54 61 77 118 72\" --gen 16 --block 8 --policy mbsd"
+                   " --lookahead 4 --no-early-stop --json --trace-out " + trace.string());
+    ASSERT_EQ(c.status, 0) << c.err;
+    const json cj = json::parse(c.out);
+    Result r = run(bin("llada-bench") + " -m " + model() +
+                   " --ablation --ablation-configs 678 --no-sensitivity --timing-only"
+                   " --prompt-len 8 --gen 32 --block 16 --json -t 1 --replay " + trace.string() +
+                   " --replay-need " + trace.string() + " --replay-threshold " + trace.string());
+    ASSERT_EQ(r.status, 0) << r.err;
+    const json j = json::parse(r.out.substr(r.out.find("\n{") + 1));
+    const auto& rows = j["ablation"]["rows"];
+    ASSERT_EQ(rows.size(), 3u);
+    for (const auto& row : rows) {
+        EXPECT_NE(row["replayed_from"].get<std::string>().find("llada-mha.gguf"),
+                  std::string::npos);
+        EXPECT_GT(row["projected_s"].get<double>(), 0.0);
+    }
+    // The threshold rows take the trace's step count per block (two blocks of 16 from two of 8).
+    EXPECT_DOUBLE_EQ(rows[1]["nfe"].get<double>(), cj["nfe"].get<double>());
+    EXPECT_NE(r.out.find("REPLAYED"), std::string::npos);
+    // A malformed trace is refused with its file and line named.
+    std::ofstream(trace) << "{\"trace\": \"something else\"}\n";
+    Result bad = run(bin("llada-bench") + " -m " + model() +
+                     " --ablation --ablation-configs 6 --timing-only --replay " + trace.string());
+    EXPECT_EQ(bad.status, 1);
+    EXPECT_NE(bad.err.find(trace.string() + ":1: not a llada.cpp decision trace"),
+              std::string::npos)
+        << bad.err;
+    fs::remove(trace);
 }
 
 namespace {

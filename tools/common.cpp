@@ -233,6 +233,7 @@ nlohmann::json step_json(const decode::StepInfo& s) {
             {"lookahead", s.lookahead},
             {"drafts_proposed", s.drafts_proposed},
             {"drafts_accepted", s.drafts_accepted},
+            {"drafts_accepted_early", s.drafts_accepted_early},
             {"drafts_rejected", s.drafts_rejected},
             {"states",
              {{"masked", s.n_masked},
@@ -336,9 +337,11 @@ nlohmann::json trace_json(const decode::GenerateResult& r, const decode::Generat
                           const std::string& source, const std::string& policy) {
     nlohmann::json steps = nlohmann::json::array();
     for (const auto& s : r.steps) {
-        // [block, committed, accepted, rejected, lookahead, rows, masked, draft, committed rows]
+        // [block, committed, accepted, rejected, lookahead, rows, masked, draft, committed rows,
+        //  accepted early]
         steps.push_back({s.block, s.committed, s.drafts_accepted, s.drafts_rejected, s.lookahead,
-                         s.rows, s.rows_masked, s.rows_draft, s.rows_committed});
+                         s.rows, s.rows_masked, s.rows_draft, s.rows_committed,
+                         s.drafts_accepted_early});
     }
     return {{"trace", "llada.cpp decision trace v1"},
             {"source", source},
@@ -367,7 +370,8 @@ decode::DecisionTrace trace_from_json(const nlohmann::json& j) {
     if (t.gen <= 0 || t.block <= 0 || t.gen % t.block != 0)
         throw Error("decision trace: gen and block must be positive, gen a multiple of block");
     for (const auto& s : j["steps"]) {
-        if (!s.is_array() || s.size() != 9) throw Error("decision trace: a step is not 9 numbers");
+        if (!s.is_array() || s.size() != 10)
+            throw Error("decision trace: a step is not 10 numbers");
         decode::TraceStep st;
         st.block = s[0];
         st.committed = s[1];
@@ -379,12 +383,67 @@ decode::DecisionTrace trace_from_json(const nlohmann::json& j) {
         st.rows_masked = s[6];
         st.rows_draft = s[7];
         st.rows_committed = s[8];
+        st.accepted_early = s[9];
         if (st.block < 0 || st.block >= t.gen / t.block || st.committed < 0)
             throw Error("decision trace: a step's block or commit count is out of range");
         t.steps.push_back(st);
     }
     if (t.steps.empty()) throw Error("decision trace: no steps");
     return t;
+}
+
+namespace {
+
+void read_trace_file(const std::string& path, std::vector<decode::DecisionTrace>& all,
+                     std::vector<int64_t>& nfe) {
+    std::ifstream f(path);
+    if (!f) throw Error("cannot read the decision trace '" + path + "'");
+    std::string line;
+    int line_no = 0;
+    while (std::getline(f, line)) {
+        ++line_no;
+        if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+        try {
+            const auto j = nlohmann::json::parse(line);
+            all.push_back(trace_from_json(j));
+            nfe.push_back(j.value("nfe", static_cast<int64_t>(all.back().steps.size())));
+        } catch (const std::exception& e) {
+            throw Error(path + ":" + std::to_string(line_no) + ": " + e.what());
+        }
+    }
+    if (all.empty()) throw Error("the decision trace '" + path + "' holds no trace");
+}
+
+}  // namespace
+
+std::vector<decode::DecisionTrace> read_traces(const std::string& path, int n) {
+    std::vector<decode::DecisionTrace> all;
+    std::vector<int64_t> nfe;
+    read_trace_file(path, all, nfe);
+    const size_t total = all.size();
+    if (n <= 0 || static_cast<size_t>(n) >= total) return all;
+    // A fixed low-discrepancy sample (the golden-ratio sequence): evenly spread like a stride,
+    // but without a stride's aliasing with the period of the task file (mix-1000 cycles through
+    // its tasks, so every 20th problem is the same task).
+    std::vector<size_t> idx;
+    std::vector<bool> taken(total, false);
+    double u = 0.5;
+    while (idx.size() < static_cast<size_t>(n)) {
+        u += 0.6180339887498949;
+        u -= static_cast<double>(static_cast<int64_t>(u));
+        const size_t i = std::min(total - 1, static_cast<size_t>(u * static_cast<double>(total)));
+        if (taken[i]) continue;
+        taken[i] = true;
+        idx.push_back(i);
+    }
+    std::sort(idx.begin(), idx.end());
+    std::vector<decode::DecisionTrace> out;
+    for (size_t i : idx) {
+        out.push_back(all[i]);
+        out.back().source +=
+            " (sample of " + std::to_string(n) + " of " + std::to_string(total) + " traces)";
+    }
+    return out;
 }
 
 decode::DecisionTrace read_trace(const std::string& path, int index) {

@@ -336,24 +336,34 @@ constexpr AblationRow kAblation[] = {
     {"+ prefix KV cache", "prefix-cache", false, "", 607.0, false},
     {"+ NPU offload", "prefix-cache", true, "baseline", 341.2, false},
     {"+ swap-optimised memory runtime", "prefix-cache", true, "optimised", 87.0, false},
-    // Not in the paper: the same parallel commits without speculation, so that row 6's gain is
-    // speculation's alone.
-    {"  (parallel commits, windows of need)", "need", true, "optimised", 0.0, true},
+    // Not in the paper: the windows of need on the same schedule, so that row 6's gain is
+    // speculation's alone (its rows do not depend on the tokens: nothing to replay).
+    {"  (windows of need, same schedule)", "need", true, "optimised", 0.0, false},
+    // The share of drafts accepted replayed from --replay; the schedule is row 4's.
     {"+ multi-block speculative decoding", "mbsd", true, "optimised", 71.6, true},
+    // Not in the paper: parallel commits (threshold 0.9), replayed from --replay-threshold
+    // (mbsd) and --replay-need (need) traces: what the same engine does with Fast-dLLM's rule.
+    {"  (need + threshold 0.9)", "need", true, "optimised", 0.0, true},
+    {"  (mbsd + threshold 0.9)", "mbsd", true, "optimised", 0.0, true},
 };
 
 struct AblationRun {
     double wall_s = 0;
     runtime::DeviceReport rep;
     model::ForwardStats stats;
-    std::vector<int> lookahead;  // per step
+    std::vector<int> lookahead;  // per step of the first request
     int64_t drafts_accepted = 0, drafts_rejected = 0;
+    int requests = 1;  // requests the report and counters sum over
 };
 
-// The decision traces the replayed rows take (--replay for mbsd, --replay-need for need).
+// The decision traces the replayed rows take (--replay for mbsd, --replay-need for need); a
+// replayed row is the mean over its traces, one request each, on one device.
 struct AblationTraces {
-    const decode::DecisionTrace* mbsd = nullptr;
-    const decode::DecisionTrace* need = nullptr;
+    std::vector<decode::DecisionTrace> mbsd, need, mbsd_threshold;
+    // The traces of row i of kAblation (rows 6, 7 and 8).
+    const std::vector<decode::DecisionTrace>& of(size_t row) const {
+        return row == 5 ? mbsd : row == 6 ? need : mbsd_threshold;
+    }
 };
 
 // Runs one configuration on a fresh device (so compile and the first load of the window are
@@ -380,22 +390,33 @@ AblationRun run_ablation_row(const tools::LoadedModel& lm, const AblationRow& ro
     opt.steps = steps;
     opt.early_stop = 0;  // every block decoded, as a fixed-length benchmark
     std::string policy = std::string(row.policy) == "vanilla" ? "vanilla" : cache_policy;
+    const std::vector<decode::DecisionTrace>* replay = nullptr;
+    const size_t index = static_cast<size_t>(&row - kAblation);
+    if (index >= 4) policy = row.policy;
     if (row.replayed) {
-        policy = row.policy;
-        opt.threshold = 0.9;  // the rule's name; the decisions come from the trace
-        opt.replay = policy == "mbsd" ? traces.mbsd : traces.need;
+        replay = &traces.of(index);
+        // Rows 7-8 commit by the threshold rule (the trace's counts); row 6 keeps the schedule.
+        if (index >= 6) opt.threshold = 0.9;
     }
-    auto p = decode::make_policy(policy, *lm.model, *dev, opt, lm.ids);
     AblationRun r;
+    r.requests = replay ? static_cast<int>(replay->size()) : 1;
     const auto t0 = Clock::now();
-    const auto res = p->generate(prompt);
-    r.wall_s = seconds_since(t0);
+    for (int i = 0; i < r.requests; ++i) {
+        if (replay) opt.replay = &(*replay)[i];
+        auto p = decode::make_policy(policy, *lm.model, *dev, opt, lm.ids);
+        const auto res = p->generate(prompt);
+        r.stats.forwards += res.stats.forwards;
+        r.stats.rows += res.stats.rows;
+        r.stats.lm_head_rows += res.stats.lm_head_rows;
+        if (i == 0) {
+            for (const auto& s : res.steps)
+                r.lookahead.push_back(s.lookahead);
+        }
+        r.drafts_accepted += res.drafts_accepted;
+        r.drafts_rejected += res.drafts_rejected;
+    }
+    r.wall_s = seconds_since(t0) / r.requests;
     r.rep = *dev->report();
-    r.stats = res.stats;
-    for (const auto& s : res.steps)
-        r.lookahead.push_back(s.lookahead);
-    r.drafts_accepted = res.drafts_accepted;
-    r.drafts_rejected = res.drafts_rejected;
     return r;
 }
 
@@ -425,21 +446,25 @@ nlohmann::json run_ablation(const tools::LoadedModel& lm, const runtime::DeviceC
     for (size_t i = 0; i < std::size(kAblation); ++i) {
         if (configs.find(std::to_string(i + 1)) == std::string::npos) continue;
         const AblationRow& row = kAblation[i];
-        const decode::DecisionTrace* trace =
-            std::string(row.policy) == "mbsd" ? traces.mbsd : traces.need;
+        const auto& row_traces = traces.of(i);
+        const decode::DecisionTrace* trace = row_traces.empty() ? nullptr : &row_traces[0];
         if (row.replayed && trace == nullptr) {
             std::printf("%-34s %12.1f   (needs a decision trace: %s FILE)\n", row.name,
                         row.published_s,
-                        std::string(row.policy) == "mbsd" ? "--replay" : "--replay-need");
+                        i == 5   ? "--replay"
+                        : i == 6 ? "--replay-need"
+                                 : "--replay-threshold");
             continue;
         }
         const AblationRun r =
             run_ablation_row(lm, row, cache_policy, base, prompt, gen, block, steps, pool, traces);
-        const double proj = per_request_s(r.rep);
+        const double proj = per_request_s(r.rep) / r.requests;
         if (first_projected == 0) first_projected = proj;
         nlohmann::json j = {
             {"configuration", row.name},
-            {"policy", row.npu || i > 0 ? cache_policy : "vanilla"},
+            {"policy", i >= 4             ? row.policy
+                       : row.npu || i > 0 ? cache_policy
+                                          : "vanilla"},
             {"device", r.rep.device},
             {"profile", r.rep.profile},
             {"memory", row.memory},
@@ -450,23 +475,25 @@ nlohmann::json run_ablation(const tools::LoadedModel& lm, const runtime::DeviceC
             {"projected_one_time_s", r.rep.one_time_us / 1e6},
             {"host_wall_s", r.wall_s},
             {"functional", r.rep.functional},
-            {"nfe", r.stats.forwards},
-            {"rows", r.stats.rows},
-            {"padded_rows", r.rep.padded_rows},
+            {"nfe", static_cast<double>(r.stats.forwards) / r.requests},
+            {"rows", static_cast<double>(r.stats.rows) / r.requests},
+            {"padded_rows", static_cast<double>(r.rep.padded_rows) / r.requests},
+            {"requests", r.requests},
             {"report", tools::device_report_json(r.rep)}};
         if (row.replayed) {
             j["policy"] = row.policy;
             j["replayed_from"] = trace->source;
-            j["lookahead_per_step"] = r.lookahead;
-            j["drafts_accepted"] = r.drafts_accepted;
-            j["drafts_rejected"] = r.drafts_rejected;
+            j["replayed_traces"] = r.requests;
+            j["lookahead_per_step_first_trace"] = r.lookahead;
+            j["drafts_accepted"] = static_cast<double>(r.drafts_accepted) / r.requests;
+            j["drafts_rejected"] = static_cast<double>(r.drafts_rejected) / r.requests;
         }
         rows.push_back(j);
-        std::printf("%-34s %12.1f %8.1fx %14.1f %8.1fx %10.1f %12.1f %6lld %10s\n", row.name,
+        std::printf("%-34s %12.1f %8.1fx %14.1f %8.1fx %10.1f %12.1f %6.2f %10s\n", row.name,
                     row.published_s,
                     row.published_s > 0 ? kAblation[0].published_s / row.published_s : 0.0, proj,
                     proj > 0 ? first_projected / proj : 0.0, r.rep.one_time_us / 1e6, r.wall_s,
-                    static_cast<long long>(r.stats.forwards),
+                    static_cast<double>(r.stats.forwards) / r.requests,
                     r.rep.functional ? "functional" : "timing-only");
         if (row.replayed) {
             std::string la;
@@ -475,10 +502,11 @@ nlohmann::json run_ablation(const tools::LoadedModel& lm, const runtime::DeviceC
                 la += std::to_string(v);
             }
             std::printf(
-                "  REPLAYED decisions from %s; lookahead per step [%s]; drafts %lld "
-                "accepted, %lld rejected\n",
-                trace->source.c_str(), la.c_str(), static_cast<long long>(r.drafts_accepted),
-                static_cast<long long>(r.drafts_rejected));
+                "  REPLAYED decisions: mean of %d traces from %s; lookahead per step of "
+                "the first [%s]; drafts per request %.1f accepted, %.1f rejected\n",
+                r.requests, trace->source.c_str(), la.c_str(),
+                static_cast<double>(r.drafts_accepted) / r.requests,
+                static_cast<double>(r.drafts_rejected) / r.requests);
         }
         std::printf("%s", r.rep.summary().c_str());
         std::fflush(stdout);
@@ -604,21 +632,22 @@ int main(int argc, char** argv) {
                     "interleaved with ours (nothing of llama.cpp is built or shipped here)",
                     &llama_diffusion);
         bool ablation = false, no_sensitivity = false;
-        std::string ablation_configs = "1234", cache_policy = "prefix-cache";
+        std::string ablation_configs = "12345678", cache_policy = "prefix-cache";
         args.section("Ablation mode (projected; uses --prompt-len, --gen, --block, --steps)");
         args.flag({"--ablation"},
                   "the published ablation's rows (CPU, + prefix KV cache, + NPU offload,\n"
                   "+ swap-optimised runtime), projected with --npu-profile (default sm8750)\n"
                   "and its CPU profile, beside the published seconds and the host wall time",
                   &ablation);
-        args.string({"--ablation-configs"}, "DIGITS", "which rows to run, e.g. 34 (default 1234)",
+        args.string({"--ablation-configs"}, "DIGITS",
+                    "which rows to run, e.g. 34 (default 12345678; rows 6-8 need traces)",
                     &ablation_configs);
         args.string({"--cache-policy"}, "NAME",
                     "the cached policy of rows 2-4: prefix-cache (default) or dual-cache",
                     &cache_policy);
         args.flag({"--no-sensitivity"}, "skip the map/unmap and copy cost sensitivity table",
                   &no_sensitivity);
-        std::string replay_path, replay_need_path;
+        std::string replay_path, replay_need_path, replay_threshold_path;
         int replay_index = -1;
         args.section("Replay (--e2e and --ablation)");
         args.string({"--replay"}, "FILE",
@@ -627,11 +656,18 @@ int main(int argc, char** argv) {
                     "and device; --ablation's '+ multi-block speculation' row takes it",
                     &replay_path);
         args.string({"--replay-need"}, "FILE",
-                    "--ablation: the trace of the windows-of-need row (policy need)",
-                    &replay_need_path);
+                    "--ablation: the trace of the row 'need + threshold 0.9'", &replay_need_path);
+        args.string({"--replay-threshold"}, "FILE",
+                    "--ablation: the trace of the row 'mbsd + threshold 0.9'",
+                    &replay_threshold_path);
         args.integer({"--replay-index"}, "N",
                      "which trace of the file (default: the one of median forward count)",
                      &replay_index, 0, 1 << 30);
+        int replay_sample = 0;
+        args.integer({"--replay-sample"}, "N",
+                     "--ablation: replay a fixed sample of N traces spread through the file and\n"
+                     "report the mean per request (default: one trace)",
+                     &replay_sample, 0, 1 << 20);
         tools::DeviceFlags devf;
         devf.add_to(args);
         if (!args.parse(argc, argv)) return 0;
@@ -641,17 +677,29 @@ int main(int argc, char** argv) {
             throw Error(
                 "--kv-f16 applies to the rows and --e2e modes, not --sampling or --ablation");
 
-        std::optional<decode::DecisionTrace> trace, trace_need;
-        if (!replay_path.empty()) trace = tools::read_trace(replay_path, replay_index);
-        if (!replay_need_path.empty())
-            trace_need = tools::read_trace(replay_need_path, replay_index);
-        for (const auto* t : {trace ? &*trace : nullptr, trace_need ? &*trace_need : nullptr}) {
-            if (t && t->stopped_early) {
-                throw Error("the decision trace from " + t->source +
-                            " stopped early; record it with --no-early-stop so that every block "
-                            "is decoded");
+        // The traces a replay takes: one (--replay-index, or the median-NFE one), or an evenly
+        // spaced sample (--replay-sample N).
+        auto load_traces = [&](const std::string& path) {
+            std::vector<decode::DecisionTrace> v;
+            if (path.empty()) return v;
+            if (replay_sample > 0 && replay_index < 0) {
+                v = tools::read_traces(path, replay_sample);
+            } else {
+                v.push_back(tools::read_trace(path, replay_index));
             }
-        }
+            for (const auto& t : v) {
+                if (t.stopped_early) {
+                    throw Error("the decision trace from " + t.source +
+                                " stopped early; record it with --no-early-stop so that every "
+                                "block is decoded");
+                }
+            }
+            return v;
+        };
+        AblationTraces traces{load_traces(replay_path), load_traces(replay_need_path),
+                              load_traces(replay_threshold_path)};
+        std::optional<decode::DecisionTrace> trace;
+        if (!traces.mbsd.empty()) trace = traces.mbsd[0];
         const auto t_load = Clock::now();
         tools::LoadedModel lm = tools::load_model(model_path);
         const double load_s = seconds_since(t_load);
@@ -670,10 +718,7 @@ int main(int argc, char** argv) {
                 text += static_cast<char>('a' + i % 26);
             const auto ids = lm.tok->encode(text, lm.tok->add_bos_default(), false);
             report["ablation"] = run_ablation(lm, devf.config, ablation_configs, cache_policy, ids,
-                                              gen, block, steps, !no_sensitivity, pool,
-                                              {trace ? &*trace : nullptr, trace_need ? &*trace_need
-                                                                          : trace    ? &*trace
-                                                                                     : nullptr});
+                                              gen, block, steps, !no_sensitivity, pool, traces);
             report["prompt_tokens"] = ids.size();
             report["gen"] = gen;
             report["block"] = block;

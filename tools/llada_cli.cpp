@@ -112,6 +112,7 @@ int main(int argc, char** argv) {
             j["rows_device"] = res.rows_device;
             j["drafts"] = {{"proposed", res.drafts_proposed},
                            {"accepted", res.drafts_accepted},
+                           {"accepted_early", res.drafts_accepted_early},
                            {"rejected", res.drafts_rejected}};
             j["wall_s"] = res.wall_s;
             j["tokens_per_s"] = tok_s;

@@ -21,7 +21,7 @@ namespace {
 
 struct Tally {
     int64_t n = 0, correct = 0, nfe = 0, rows = 0, lm_head_rows = 0, rows_device = 0;
-    int64_t drafts_proposed = 0, drafts_accepted = 0, drafts_rejected = 0;
+    int64_t drafts_proposed = 0, drafts_accepted = 0, drafts_rejected = 0, drafts_early = 0;
     int64_t tokens = 0;         // positions the policy decided
     int64_t answer_tokens = 0;  // tokens before the first EOS
     double wall_s = 0.0;
@@ -36,6 +36,7 @@ struct Tally {
         drafts_proposed += r.drafts_proposed;
         drafts_accepted += r.drafts_accepted;
         drafts_rejected += r.drafts_rejected;
+        drafts_early += r.drafts_accepted_early;
         int64_t decided = 0;
         for (const auto& s : r.steps)
             decided += s.committed;
@@ -58,6 +59,7 @@ struct Tally {
                 {"drafts_proposed", drafts_proposed / dn},
                 {"drafts_accepted", drafts_accepted / dn},
                 {"drafts_rejected", drafts_rejected / dn},
+                {"drafts_accepted_early", drafts_early / dn},
                 {"draft_acceptance",
                  drafts_accepted + drafts_rejected > 0
                      ? static_cast<double>(drafts_accepted) / (drafts_accepted + drafts_rejected)
@@ -214,6 +216,7 @@ int main(int argc, char** argv) {
                 j["rows_device"] = o.res.rows_device;
                 j["drafts"] = {{"proposed", o.res.drafts_proposed},
                                {"accepted", o.res.drafts_accepted},
+                               {"accepted_early", o.res.drafts_accepted_early},
                                {"rejected", o.res.drafts_rejected}};
                 // Per-step commit counts per block: the schedule a trace replay needs.
                 nlohmann::json commits = nlohmann::json::array();
