@@ -61,23 +61,8 @@ class DiffusionPolicy : public Policy {
     const ForwardCost& forward_cost(model::Session& session, int64_t max_rows, int64_t kv_len) {
         auto it = costs_.find(max_rows);
         if (it != costs_.end()) return it->second;
-        ForwardCost c = device_forward_cost(session, max_rows, kv_len);
-        if (c.empty()) {
-            const auto& hp = model_.hparams();
-            const std::string key =
-                hp.arch + " layers " + std::to_string(hp.n_layer) + " embd " +
-                std::to_string(hp.n_embd) + " vocab " + std::to_string(hp.n_vocab) + " bytes " +
-                std::to_string(model_.weight_bytes()) + " rows " + std::to_string(max_rows) +
-                " kv " + std::to_string(kv_len) + " device " + device_.name() +
-                (opt_.kernels.kv_f16 ? " kv-f16" : "");
-            const std::string& file = opt_.calibration_file;
-            if (!file.empty() && !opt_.recalibrate) c = read_forward_cost(file, key);
-            if (c.empty()) {
-                c = calibrate_forward_cost(session, max_rows, kv_len);
-                if (!file.empty()) write_forward_cost(file, key, c);
-            }
-        }
-        return costs_.emplace(max_rows, std::move(c)).first->second;
+        return costs_.emplace(max_rows, lookahead_cost(session, opt_, max_rows, kv_len))
+            .first->second;
     }
 
     const model::Model& model_;

@@ -92,6 +92,26 @@ ForwardCost calibrate_forward_cost(model::Session& session, int64_t max_rows, in
     return c;
 }
 
+ForwardCost lookahead_cost(model::Session& session, const GenerateOptions& opt, int64_t max_rows,
+                           int64_t kv_len) {
+    ForwardCost c = device_forward_cost(session, max_rows, kv_len);
+    if (!c.empty()) return c;
+    const model::Model& m = session.model();
+    const auto& hp = m.hparams();
+    const std::string key =
+        hp.arch + " layers " + std::to_string(hp.n_layer) + " embd " + std::to_string(hp.n_embd) +
+        " vocab " + std::to_string(hp.n_vocab) + " bytes " + std::to_string(m.weight_bytes()) +
+        " rows " + std::to_string(max_rows) + " kv " + std::to_string(kv_len) + " device " +
+        session.device().name() + (opt.kernels.kv_f16 ? " kv-f16" : "");
+    const std::string& file = opt.calibration_file;
+    if (!file.empty() && !opt.recalibrate) c = read_forward_cost(file, key);
+    if (c.empty()) {
+        c = calibrate_forward_cost(session, max_rows, kv_len);
+        if (!file.empty()) write_forward_cost(file, key, c);
+    }
+    return c;
+}
+
 ForwardCost read_forward_cost(const std::string& path, const std::string& key) {
     ForwardCost c;
     std::ifstream f(path);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "decode/policy.h"
 #include "model/model.h"
 
 namespace llada::decode {
@@ -32,6 +33,12 @@ ForwardCost device_forward_cost(model::Session& session, int64_t max_rows, int64
 // of `reps` runs after a warm-up, attending to kv_len slots of sequence 0. The rows write no K/V.
 ForwardCost calibrate_forward_cost(model::Session& session, int64_t max_rows, int64_t kv_len,
                                    int reps = 3);
+
+// The cost mbsd's --lookahead auto uses for a canvas: the session's device table when it has
+// one, else this host's calibration, read from opt.calibration_file when it holds one for this
+// model, canvas and device (unless opt.recalibrate), measured and written there otherwise.
+ForwardCost lookahead_cost(model::Session& session, const GenerateOptions& opt, int64_t max_rows,
+                           int64_t kv_len);
 
 // Reads / writes a calibration as plain text (one "rows ms" pair per line after a header with
 // the key); read returns an empty cost when the file is missing or its key differs.

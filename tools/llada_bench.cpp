@@ -16,12 +16,14 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 #include <thread>
 
+#include "decode/lookahead.h"
 #include "decode/policy.h"
 #include "kernels/peak.h"
 #include "npu/profile.h"
@@ -650,11 +652,12 @@ int main(int argc, char** argv) {
         std::string replay_path, replay_need_path, replay_threshold_path;
         int replay_index = -1;
         args.section("Replay (--e2e and --ablation)");
-        args.string({"--replay"}, "FILE",
-                    "a decision trace (llada-eval/llada-cli --trace-out) of a trained model: the\n"
-                    "data-dependent policies (need, mbsd) commit as that run did, on this model\n"
-                    "and device; --ablation's '+ multi-block speculation' row takes it",
-                    &replay_path);
+        args.string(
+            {"--replay"}, "FILE",
+            "a decision trace (llada-eval/llada-cli --trace-out) of a trained model: --e2e's\n"
+            "diffusion policies but vanilla commit as that run did, on this model and\n"
+            "device; --ablation's '+ multi-block speculation' row takes it",
+            &replay_path);
         args.string({"--replay-need"}, "FILE",
                     "--ablation: the trace of the row 'need + threshold 0.9'", &replay_need_path);
         args.string({"--replay-threshold"}, "FILE",
@@ -665,7 +668,7 @@ int main(int argc, char** argv) {
                      &replay_index, 0, 1 << 30);
         int replay_sample = 0;
         args.integer({"--replay-sample"}, "N",
-                     "--ablation: replay a fixed sample of N traces spread through the file and\n"
+                     "replay a fixed sample of N traces spread through the file and\n"
                      "report the mean per request (default: one trace)",
                      &replay_sample, 0, 1 << 20);
         tools::DeviceFlags devf;
@@ -890,30 +893,56 @@ int main(int argc, char** argv) {
                 } else if (spec == "threshold") {
                     opt.threshold = tau;
                 }
-                const bool replayed = trace && (name == "need" || name == "mbsd");
-                if (replayed) opt.replay = &*trace;
-                if (name == "mbsd" || name == "need") opt.early_stop = 0;
-                auto policy = decode::make_policy(name, *lm.model, *dev, opt, lm.ids);
+                // With --replay every diffusion policy but vanilla takes the trace's decisions
+                // (the same commits per step, so the policies differ only in their windows);
+                // schedule policies keep their schedule (decode/trace.h).
+                const bool replayed = trace && name != "vanilla" && name != "ar";
+                if (replayed) opt.early_stop = 0;  // the trace decoded every block
+                if (name == "mbsd") {
+                    // The host calibration of --lookahead auto, measured (or read) once before
+                    // the timed runs, as llada-cli and llada-eval keep it in a file.
+                    opt.calibration_file =
+                        (std::filesystem::temp_directory_path() /
+                         ("llada-bench-forward-cost-t" + std::to_string(threads) + ".txt"))
+                            .string();
+                    const int L = static_cast<int>(prompt.size()) + gen;
+                    model::Session cal(*lm.model, *dev, 1, L, L, L, opt.kernels);
+                    decode::lookahead_cost(cal, opt, L, L);
+                }
+                // A replay runs every trace of the sample (--replay-sample) and reports means.
+                const size_t n_req = replayed ? traces.mbsd.size() : 1;
                 dev->reset_report();
-                const auto t0 = Clock::now();
-                auto res = policy->generate(prompt);
-                const double wall = seconds_since(t0);
+                double wall = 0;
+                decode::GenerateResult res;
+                double nfe = 0, rows = 0, lm_rows = 0, dev_rows = 0, accepted = 0;
+                for (size_t k = 0; k < n_req; ++k) {
+                    if (replayed) opt.replay = &traces.mbsd[k];
+                    auto policy = decode::make_policy(name, *lm.model, *dev, opt, lm.ids);
+                    const auto t0 = Clock::now();
+                    res = policy->generate(prompt);
+                    wall += seconds_since(t0) / n_req;
+                    nfe += static_cast<double>(res.stats.forwards) / n_req;
+                    rows += static_cast<double>(res.stats.rows) / n_req;
+                    lm_rows += static_cast<double>(res.stats.lm_head_rows) / n_req;
+                    dev_rows += static_cast<double>(res.rows_device) / n_req;
+                    accepted += static_cast<double>(res.drafts_accepted) / n_req;
+                }
                 runs.push_back({{"engine", "llada.cpp"},
                                 {"policy", spec},
                                 {"rep", rep},
                                 {"wall_s", wall},
-                                {"nfe", res.stats.forwards},
-                                {"rows", res.stats.rows},
-                                {"lm_head_rows", res.stats.lm_head_rows},
-                                {"rows_device", res.rows_device},
-                                {"drafts_accepted", res.drafts_accepted}});
+                                {"nfe", nfe},
+                                {"rows", rows},
+                                {"lm_head_rows", lm_rows},
+                                {"rows_device", dev_rows},
+                                {"drafts_accepted", accepted},
+                                {"requests", n_req}});
                 if (replayed) runs.back()["replayed_from"] = trace->source;
                 if (dev->caps().projected) {
                     runs.back()["device"] = tools::device_report_json(*dev->report());
                 }
-                std::fprintf(stderr, "llada.cpp %-22s %8.2f s  NFE %lld%s\n", spec.c_str(), wall,
-                             static_cast<long long>(res.stats.forwards),
-                             replayed ? "  (decisions REPLAYED from a trace)" : "");
+                std::fprintf(stderr, "llada.cpp %-22s %8.2f s  NFE %.2f%s\n", spec.c_str(), wall,
+                             nfe, replayed ? "  (decisions REPLAYED from traces, mean)" : "");
             }
             if (!llama_diffusion.empty()) {
                 // llama.cpp splits the whole ubatch (prompt + gen) into blocks, so the prompt's
