@@ -142,8 +142,23 @@ Generator::Generator(const model::Model& model, const GenerateOptions& opt, cons
     look_cand_.reserve(L_);
     chosen_.reserve(L_);
     committed_.reserve(L_);
-    res_.steps.reserve(static_cast<size_t>(opt_.steps + opt_.gen));
+    // Steps: the schedule's, or one per position, plus the no-progress allowance per block.
+    res_.steps.reserve(static_cast<size_t>(opt_.steps + opt_.gen + n_blocks_ * (opt_.block + 2)));
     schedule_.reserve(static_cast<size_t>(std::max(1, steps_per_block_)));
+    if (opt_.cfg > 0.0) {
+        guided_.reserve(static_cast<size_t>(model_.hparams().n_vocab));
+        // Classifier-free guidance doubles every row: the lookahead is weighed in pairs of rows.
+        if (cost_ != nullptr) {
+            for (size_t i = 0; i < cost_->rows.size(); ++i) {
+                if (cost_->rows[i] % 2 != 0) continue;
+                paired_cost_.rows.push_back(cost_->rows[i] / 2);
+                paired_cost_.ms.push_back(cost_->ms[i]);
+                paired_cost_.arena_bytes.push_back(
+                    i < cost_->arena_bytes.size() ? cost_->arena_bytes[i] : 0);
+            }
+            paired_cost_.source = cost_->source;
+        }
+    }
     start_block();
     // A block with nothing to decode (cannot happen on a fresh canvas) would end here.
     if (!cfg_.exact_reference && block_masked() == 0) done_ = true;
@@ -163,8 +178,10 @@ void Generator::start_block() {
 
 void Generator::finish_block() {
     auto& x = res_.canvas;
-    const int b0 = P_ + block_ * opt_.block, b1 = b0 + opt_.block;
-    for (int p = b0; p < b1; ++p) {
+    const int b1 = P_ + (block_ + 1) * opt_.block;
+    // Every position before the block's end is final now (vanilla may have committed an earlier
+    // block's position late, when the reference committed the mask id there first).
+    for (int p = P_; p < b1; ++p) {
         if (state_[p] == TokenState::Visible) state_[p] = TokenState::Stable;
     }
     // Once a finished block holds an end-of-text token, the answer is decided: later blocks
@@ -243,10 +260,12 @@ void Generator::plan_need() {
         int available = 0;
         for (int p = block_end; p < L_; ++p)
             available += state_[p] == TokenState::Masked || state_[p] == TokenState::Draft;
-        lookahead_ = opt_.lookahead >= 0
-                         ? std::min(opt_.lookahead, available)
-                         : choose_lookahead(first ? L_ : n_stale + static_cast<int>(need_.size()),
-                                            available);
+        // The first forward computes the whole canvas anyway: its lookahead rows cost only
+        // their LM-head rows, so it drafts the next block whole (auto) or N positions.
+        lookahead_ = opt_.lookahead >= 0 ? std::min(opt_.lookahead, available)
+                     : first
+                         ? std::min(opt_.block, available)
+                         : choose_lookahead(n_stale + static_cast<int>(need_.size()), available);
         for (int p = block_end; p < L_ && static_cast<int>(look_.size()) < lookahead_; ++p) {
             if (state_[p] == TokenState::Masked || state_[p] == TokenState::Draft) {
                 look_.push_back(p);
@@ -267,14 +286,20 @@ void Generator::plan_need() {
             if (!(first || is_need || is_look || stale)) continue;
             if (s == 0 && stale && !first) stale_.push_back(p);
             int32_t tok = committed ? x[p] : ids_.mask;
-            if (is_look && opt_.draft_input == DraftInput::Token && draft_tok_[p] >= 0) {
-                tok = draft_tok_[p];
-            }
             if (s == 1 && prompt_index_[p]) tok = ids_.mask;
+            if (is_look && opt_.draft_input == DraftInput::Token && draft_tok_[p] >= 0 &&
+                !(s == 1 && prompt_index_[p])) {
+                // A draft fed as a token: one row writes its K/V (context for the rows around
+                // it), and a shadow row (the mask, no K/V, not seeing slot p) re-predicts the
+                // position, as the model only predicts masked positions.
+                req_.rows.push_back({draft_tok_[p], p, s, p, -1, false});
+                req_.rows.push_back({ids_.mask, p, s, -1, p, true});
+                continue;
+            }
             // A draft row fed the mask writes nothing: the cache keeps what the policy without
             // speculation would have there. Fed its draft token, it writes its own slot, so
             // that the rows around it see the draft.
-            const bool writes = !is_look || first || opt_.draft_input == DraftInput::Token;
+            const bool writes = !is_look || first;
             req_.rows.push_back({tok, p, s, writes ? p : -1, -1, is_need || is_look});
         }
     }
@@ -292,13 +317,12 @@ int Generator::choose_lookahead(int base_rows, int available) const {
         (static_cast<double>(drafts_early_) + 1.0) / (static_cast<double>(drafts_evaluated_) + 2.0);
     in.steps_left = static_cast<double>(block_masked()) / std::max(1e-9, in.commits_per_step);
     in.mem_budget = static_cast<size_t>(opt_.lookahead_mem_mb * 1024.0 * 1024.0);
+    in.max_rows = int64_t{n_seq()} * L_;
     if (n_seq() == 1) return decode::choose_lookahead(*cost_, in);
     // Classifier-free guidance doubles every row: weigh lookahead in pairs of rows.
-    ForwardCost paired = *cost_;
-    for (auto& r : paired.rows)
-        r = std::max<int64_t>(1, r / n_seq());
     in.base_rows = base_rows;
-    return decode::choose_lookahead(paired, in);
+    in.max_rows = L_;
+    return decode::choose_lookahead(paired_cost_, in);
 }
 
 void Generator::predict(std::span<const RowPrediction> preds, int n_pred) {

@@ -115,6 +115,7 @@ class Generator {
     TokenIds ids_;
     DiffusionConfig cfg_;
     const ForwardCost* cost_;
+    ForwardCost paired_cost_;  // CFG: the cost by pairs of rows
     CounterNoise own_noise_;
     NoiseSource* noise_;
 

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -85,8 +87,11 @@ ForwardCost calibrate_forward_cost(model::Session& session, int64_t max_rows, in
         std::sort(t.begin(), t.end());
         c.rows.push_back(r);
         c.ms.push_back(t[t.size() / 2]);
-        c.arena_bytes.push_back(0);
     }
+    // Activation memory grows with rows: the session's plan, sized for max_rows, scaled down.
+    const double per_row = static_cast<double>(session.arena_bytes()) / session.max_rows();
+    for (int64_t r : c.rows)
+        c.arena_bytes.push_back(static_cast<size_t>(per_row * static_cast<double>(r)));
     // Calibration forwards are not part of any generation's counts.
     session.reset_stats();
     return c;
@@ -103,7 +108,13 @@ ForwardCost lookahead_cost(model::Session& session, const GenerateOptions& opt, 
         " vocab " + std::to_string(hp.n_vocab) + " bytes " + std::to_string(m.weight_bytes()) +
         " rows " + std::to_string(max_rows) + " kv " + std::to_string(kv_len) + " device " +
         session.device().name() + (opt.kernels.kv_f16 ? " kv-f16" : "");
-    const std::string& file = opt.calibration_file;
+    // One file per canvas shape beside the given path, so canvases do not overwrite each other.
+    std::string file = opt.calibration_file;
+    if (!file.empty()) {
+        const size_t dot = file.rfind('.');
+        const std::string tag = "-r" + std::to_string(max_rows) + "-kv" + std::to_string(kv_len);
+        file = dot == std::string::npos ? file + tag : file.substr(0, dot) + tag + file.substr(dot);
+    }
     if (!file.empty() && !opt.recalibrate) c = read_forward_cost(file, key);
     if (c.empty()) {
         c = calibrate_forward_cost(session, max_rows, kv_len);
@@ -120,21 +131,32 @@ ForwardCost read_forward_cost(const std::string& path, const std::string& key) {
     if (!std::getline(f, line) || line != "llada.cpp forward cost " + key) return c;
     int64_t r;
     double ms;
-    while (f >> r >> ms) {
+    size_t bytes;
+    while (f >> r >> ms >> bytes) {
         c.rows.push_back(r);
         c.ms.push_back(ms);
-        c.arena_bytes.push_back(0);
+        c.arena_bytes.push_back(bytes);
     }
+    if (c.rows.empty()) return ForwardCost{};
     c.source = "calibrated on this host (cached in " + path + ")";
     return c;
 }
 
 void write_forward_cost(const std::string& path, const std::string& key, const ForwardCost& c) {
-    std::ofstream f(path);
-    if (!f) throw Error("cannot write the calibration file '" + path + "'");
-    f << "llada.cpp forward cost " << key << "\n";
-    for (size_t i = 0; i < c.rows.size(); ++i)
-        f << c.rows[i] << " " << c.ms[i] << "\n";
+    // Written aside and renamed, so a reader (another llada-eval worker) never sees half a file.
+    const std::string tmp = path + ".tmp" + std::to_string(reinterpret_cast<uintptr_t>(&c));
+    {
+        std::ofstream f(tmp);
+        if (!f) throw Error("cannot write the calibration file '" + tmp + "'");
+        f << "llada.cpp forward cost " << key << "\n";
+        for (size_t i = 0; i < c.rows.size(); ++i)
+            f << c.rows[i] << " " << c.ms[i] << " "
+              << (i < c.arena_bytes.size() ? c.arena_bytes[i] : 0) << "\n";
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+        std::remove(tmp.c_str());
+        throw Error("cannot write the calibration file '" + path + "'");
+    }
 }
 
 int choose_lookahead(const ForwardCost& cost, const LookaheadInputs& in) {

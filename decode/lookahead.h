@@ -49,7 +49,8 @@ void write_forward_cost(const std::string& path, const std::string& key, const F
 // speculation; up to `available` lookahead positions exist. A step is expected to commit
 //     E(n) = c + a * n / s
 // tokens with n lookahead rows: c current-block commits per step (this generation's mean so far),
-// a the fraction of drafts accepted so far, s the steps the current block is expected to take
+// a the fraction of drafts accepted below the commit rule's bar so far (the ones that saved
+// work), s the steps the current block is expected to take
 // still (masked rows / c, at least 1): a draft pays off only if it is the one in place when its
 // block becomes current. The chosen n minimises cost(base_rows + n) / E(n) (ties: the smaller n),
 // so the rows a shape bucket already pays for are filled and the next bucket is entered only

@@ -28,6 +28,7 @@ struct DecisionTrace {
     std::string source;  // model file and policy the trace was recorded from
     std::string policy;
     int prompt_len = 0, gen = 0, block = 0;
+    bool parallel = false;  // recorded with a parallel commit rule (--threshold / --factor)
     bool stopped_early = false;
     std::vector<TraceStep> steps;
 

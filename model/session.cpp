@@ -129,7 +129,15 @@ void Session::check(const runtime::Batch& batch) {
                         " is outside the window");
         }
     }
-    if (!model_.hparams().causal) {
+    if (model_.hparams().causal) {
+        for (int64_t r = 0; r < batch.n_rows; ++r) {
+            const int32_t ex = batch.exclude_of(r);
+            if (ex > batch.pos[r] || (ex == 0 && batch.pos[r] == 0)) {
+                throw Error("row " + std::to_string(r) + " excludes slot " + std::to_string(ex) +
+                            ", which it does not attend to or its only key");
+            }
+        }
+    } else {
         for (int s = 0; s < n_seq(); ++s) {
             if (batch.kv_len == nullptr || batch.kv_len[s] < 0 || batch.kv_len[s] > n_pos()) {
                 throw Error("attention span of sequence " + std::to_string(s) + " is invalid");
@@ -139,7 +147,11 @@ void Session::check(const runtime::Batch& batch) {
         for (int64_t r = 0; r < batch.n_rows; ++r) {
             const int32_t n = batch.kv_len[batch.seq[r]];
             const int32_t ex = batch.exclude_of(r);
-            if (n - (ex >= 0 && ex < n ? 1 : 0) < 1) {
+            if (ex >= n) {
+                throw Error("row " + std::to_string(r) + " excludes slot " + std::to_string(ex) +
+                            ", outside the " + std::to_string(n) + " slots it attends to");
+            }
+            if (n - (ex >= 0 ? 1 : 0) < 1) {
                 throw Error("row " + std::to_string(r) + " of sequence " +
                             std::to_string(batch.seq[r]) + " has no keys to attend to (kv_len 0)");
             }

@@ -42,9 +42,19 @@ struct Trace {
     std::vector<int32_t> kv_token;
 };
 
+std::vector<float> layer0_key(const model::Model& m, int32_t token, int32_t p);
+
+// Checked after every step when asked: each committed position whose slot is not due for
+// recomputation holds the layer-0 key of its committed token (never a draft's).
+struct CacheCheck {
+    bool on = false;
+    int checked = 0;
+    std::map<std::pair<int32_t, int32_t>, std::vector<float>> keys;  // (token, position)
+};
+
 Trace run(const model::Model& m, const std::string& policy, decode::GenerateOptions opt,
           const decode::TokenIds& ids, const std::vector<int32_t>& prompt,
-          const decode::ForwardCost* cost = nullptr, int threads = 1) {
+          const decode::ForwardCost* cost = nullptr, int threads = 1, CacheCheck* check = nullptr) {
     runtime::ThreadPool pool(threads);
     auto dev = runtime::make_cpu_device(pool);
     const auto cfg = decode::configure_diffusion(policy, opt);
@@ -62,6 +72,19 @@ Trace run(const model::Model& m, const std::string& policy, decode::GenerateOpti
             t.states.emplace_back(g.states().begin(), g.states().end());
             t.steps.push_back(g.last_step());
             t.committed.emplace_back(g.last_committed().begin(), g.last_committed().end());
+            if (check == nullptr || !check->on) continue;
+            for (int p = static_cast<int>(prompt.size()); p < L; ++p) {
+                if (!g.kv_fresh(p)) continue;
+                const int32_t tok = g.result().canvas[p];
+                auto& want = check->keys[{tok, p}];
+                if (want.empty()) want = layer0_key(m, tok, p);
+                const float* k = s.kv().k(0, 0, 0, p);
+                float err = 0;
+                for (size_t i = 0; i < want.size(); ++i)
+                    err = std::max(err, std::fabs(want[i] - k[i]));
+                EXPECT_LT(err, 1e-5f) << "step " << t.steps.size() << " position " << p;
+                ++check->checked;
+            }
         }
         EXPECT_FALSE(sched.step());
     }
@@ -208,6 +231,28 @@ TEST(Generator, LookaheadZeroIsThePolicyWithoutSpeculation) {
     }
 }
 
+// Classifier-free guidance (two sequences per generation) through the windows of need and
+// speculation: the invariants hold, and --lookahead 0 is need.
+TEST(Generator, GuidanceRunsThroughNeedAndMbsd) {
+    Tiny tiny;
+    auto opt = tiny.opt;
+    opt.cfg = 1.0;
+    const auto prompt = tiny.prompt("sort 75 71 54 77 85 25:");
+    const Trace n = run(*tiny.lm.model, "need", opt, tiny.lm.ids, prompt);
+    expect_invariants(n, static_cast<int>(prompt.size()), opt.block, tiny.lm.ids);
+    opt.lookahead = 0;
+    const Trace z = run(*tiny.lm.model, "mbsd", opt, tiny.lm.ids, prompt);
+    EXPECT_EQ(z.result.canvas, n.result.canvas);
+    opt.lookahead = 8;
+    const Trace m = run(*tiny.lm.model, "mbsd", opt, tiny.lm.ids, prompt);
+    expect_invariants(m, static_cast<int>(prompt.size()), opt.block, tiny.lm.ids);
+    EXPECT_GT(m.result.drafts_proposed, 0);
+    // Both sequences' rows are asked for: twice the rows of the run without guidance.
+    auto plain = tiny.opt;
+    const Trace p = run(*tiny.lm.model, "need", plain, tiny.lm.ids, prompt);
+    EXPECT_EQ(n.steps[0].rows, 2 * p.steps[0].rows);
+}
+
 // Read the cache back: after decoding, every committed position's slot holds the layer-0 key of
 // its committed token (layer 0's keys depend on the token and position alone), never a draft's,
 // including when drafts are fed as context and so written to their slots.
@@ -222,8 +267,11 @@ TEST(Generator, DraftsNeverReachTheCommittedCache) {
             opt.draft_input = input;
             opt.early_stop = 0;
             const auto prompt = tiny.prompt(text);
-            // Record every draft a position ever held.
-            const Trace t = run(*tiny.lm.model, "mbsd", opt, tiny.lm.ids, prompt);
+            CacheCheck check;
+            check.on = true;
+            const Trace t =
+                run(*tiny.lm.model, "mbsd", opt, tiny.lm.ids, prompt, nullptr, 1, &check);
+            EXPECT_GT(check.checked, 0);
             const int L = static_cast<int>(t.result.canvas.size());
             // The last step's commits are computed by no later forward: only earlier ones count.
             std::vector<bool> last(L, false);
@@ -534,6 +582,21 @@ TEST(RowAddressing, TwoWritesToOneSlotAreRefusedByName) {
     // A slot outside the cache.
     c.slot[5] = 8;
     EXPECT_THROW(s.forward(c.batch()), Error);
+    // An excluded slot the row does not attend to.
+    Canvas e(8);
+    std::vector<int32_t> ex(8, -1);
+    ex[3] = 7;
+    e.kv = 6;
+    runtime::Batch eb = e.batch();
+    eb.exclude = ex.data();
+    try {
+        s.forward(eb);
+        FAIL();
+    } catch (const Error& err) {
+        EXPECT_NE(std::string(err.what()).find("row 3 excludes slot 7, outside the 6 slots"),
+                  std::string::npos)
+            << err.what();
+    }
 }
 
 TEST(RowAddressing, SequencesAreAcquiredAndReleased) {
@@ -566,6 +629,28 @@ TEST(RowAddressing, GatheringOutputRowsInTheLastLayerKeepsTheLogits) {
     const float* lf = f.forward(b);
     for (size_t i = 0; i < want.size(); ++i)
         ASSERT_NEAR(lf[i], want[i], 1e-5f * (1.0f + std::fabs(want[i]))) << i;
+    // Two sequences, output rows out of order, and excluded keys: the gathered last layer maps
+    // each output row back to its window row's sequence, position and exclusion.
+    {
+        std::vector<int32_t> tok(2 * n), pos(2 * n), seq(2 * n), slot(2 * n), excl(2 * n, -1);
+        for (int i = 0; i < 2 * n; ++i) {
+            tok[i] = (i * 29 + 3) % 250;
+            pos[i] = slot[i] = i % n;
+            seq[i] = i / n;
+        }
+        excl[5] = 5;
+        excl[n + 2] = 9;
+        std::vector<int32_t> outs = {n + 2, 5, 0, n + 7, 12};
+        int32_t kv2[2] = {n, n};
+        runtime::Batch b2{2 * n,       tok.data(), pos.data(),  seq.data(), 5,
+                          outs.data(), kv2,        slot.data(), excl.data()};
+        model::Session g2(*m, *dev, 2, n, 2 * n, 2 * n), f2(*m, *dev, 2, n, 2 * n, 2 * n, full);
+        const float* a = g2.forward(b2);
+        std::vector<float> got(a, a + 5 * V);
+        const float* w = f2.forward(b2);
+        for (size_t i = 0; i < got.size(); ++i)
+            ASSERT_NEAR(got[i], w[i], 1e-5f * (1.0f + std::fabs(w[i]))) << i;
+    }
     // Fewer rows through the last layer's FFN: the plan's last FFN tensor is in output space.
     bool gathered = false;
     runtime::PlanOptions on;

@@ -105,16 +105,21 @@ TEST(NpuTools, BenchAblationProjectsEveryRow) {
 // A decision trace written by llada-cli --trace-out replays onto another shape: the replayed
 // rows take its decisions and say so.
 TEST(NpuTools, BenchAblationReplaysADecisionTrace) {
-    const fs::path trace = fs::temp_directory_path() / "llada_npu_tools_trace.jsonl";
-    Result c = run(bin("llada-cli") + " -m " + model() +
-                   " --prompt-tokens \"256 54 61 77 118 72\" --gen 16 --block 8 --policy mbsd"
-                   " --lookahead 4 --no-early-stop --json --trace-out " + trace.string());
+    const fs::path sched = fs::temp_directory_path() / "llada_npu_tools_trace_sched.jsonl";
+    const fs::path thr = fs::temp_directory_path() / "llada_npu_tools_trace_thr.jsonl";
+    const std::string cli = bin("llada-cli") + " -m " + model() +
+                            " --prompt-tokens \"256 54 61 77 118 72\" --gen 16 --block 8"
+                            " --policy mbsd --lookahead 4 --no-early-stop --json --trace-out ";
+    Result c = run(cli + sched.string());
     ASSERT_EQ(c.status, 0) << c.err;
-    const json cj = json::parse(c.out);
-    Result r = run(bin("llada-bench") + " -m " + model() +
-                   " --ablation --ablation-configs 678 --no-sensitivity --timing-only"
-                   " --prompt-len 8 --gen 32 --block 16 --json -t 1 --replay " + trace.string() +
-                   " --replay-need " + trace.string() + " --replay-threshold " + trace.string());
+    Result ct = run(cli + thr.string() + " --threshold 0.5");
+    ASSERT_EQ(ct.status, 0) << ct.err;
+    const json tj = json::parse(ct.out);
+    const std::string bench = bin("llada-bench") + " -m " + model() +
+                              " --ablation --no-sensitivity --timing-only --prompt-len 8"
+                              " --gen 32 --block 16 --json -t 1";
+    Result r = run(bench + " --ablation-configs 678 --replay " + sched.string() +
+                   " --replay-need " + thr.string() + " --replay-threshold " + thr.string());
     ASSERT_EQ(r.status, 0) << r.err;
     const json j = json::parse(r.out.substr(r.out.find("\n{") + 1));
     const auto& rows = j["ablation"]["rows"];
@@ -125,17 +130,30 @@ TEST(NpuTools, BenchAblationReplaysADecisionTrace) {
         EXPECT_GT(row["projected_s"].get<double>(), 0.0);
     }
     // The threshold rows take the trace's step count per block (two blocks of 16 from two of 8).
-    EXPECT_DOUBLE_EQ(rows[1]["nfe"].get<double>(), cj["nfe"].get<double>());
+    EXPECT_DOUBLE_EQ(rows[1]["nfe"].get<double>(), tj["nfe"].get<double>());
+    EXPECT_DOUBLE_EQ(rows[2]["nfe"].get<double>(), tj["nfe"].get<double>());
     EXPECT_NE(r.out.find("REPLAYED"), std::string::npos);
-    // A malformed trace is refused with its file and line named.
-    std::ofstream(trace) << "{\"trace\": \"something else\"}\n";
-    Result bad = run(bin("llada-bench") + " -m " + model() +
-                     " --ablation --ablation-configs 6 --timing-only --replay " + trace.string());
+    // A trace of the other commit rule is refused by name.
+    Result wrong = run(bench + " --ablation-configs 6 --replay " + thr.string());
+    EXPECT_EQ(wrong.status, 1);
+    EXPECT_NE(wrong.err.find("was recorded with --threshold/--factor"), std::string::npos)
+        << wrong.err;
+    // A malformed trace is refused with its file and line named, and so is one whose counts
+    // cannot be a decoding (a block that commits more positions than it has).
+    std::ofstream(sched) << "{\"trace\": \"something else\"}\n";
+    Result bad = run(bench + " --ablation-configs 6 --replay " + sched.string());
     EXPECT_EQ(bad.status, 1);
-    EXPECT_NE(bad.err.find(trace.string() + ":1: not a llada.cpp decision trace"),
+    EXPECT_NE(bad.err.find(sched.string() + ":1: not a llada.cpp decision trace"),
               std::string::npos)
         << bad.err;
-    fs::remove(trace);
+    std::ofstream(sched) << "{\"trace\": \"llada.cpp decision trace v1\", \"gen\": 16, "
+                            "\"block\": 8, \"steps\": [[0, 9, 0, 0, 0, 8, 8, 0, 0, 0], "
+                            "[1, 8, 0, 0, 0, 8, 8, 0, 0, 0]]}\n";
+    bad = run(bench + " --ablation-configs 6 --replay " + sched.string());
+    EXPECT_EQ(bad.status, 1);
+    EXPECT_NE(bad.err.find("block 0 commits 9 positions, not its 8"), std::string::npos) << bad.err;
+    fs::remove(sched);
+    fs::remove(thr);
 }
 
 namespace {

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include "kernels/kernels.h"
@@ -201,6 +202,9 @@ void DecodeFlags::finish(const ArgTable& args, const model::Model& model) {
     } else {
         throw Error("--draft-input must be mask or token, got '" + draft_input + "'");
     }
+    if (calibrate && opt.lookahead >= 0)
+        throw Error("--calibrate measures the cost that --lookahead auto sizes with; --lookahead " +
+                    lookahead + " needs none");
     opt.recalibrate = calibrate;
 }
 
@@ -350,6 +354,7 @@ nlohmann::json trace_json(const decode::GenerateResult& r, const decode::Generat
             {"gen", opt.gen},
             {"block", opt.block},
             {"threshold", opt.threshold},
+            {"factor", opt.factor},
             {"stopped_early", r.stopped_early},
             {"nfe", r.stats.forwards},
             {"steps", steps}};
@@ -367,6 +372,7 @@ decode::DecisionTrace trace_from_json(const nlohmann::json& j) {
     t.gen = j.value("gen", 0);
     t.block = j.value("block", 0);
     t.stopped_early = j.value("stopped_early", false);
+    t.parallel = j.value("threshold", 0.0) > 0.0 || j.value("factor", 0.0) > 0.0;
     if (t.gen <= 0 || t.block <= 0 || t.gen % t.block != 0)
         throw Error("decision trace: gen and block must be positive, gen a multiple of block");
     for (const auto& s : j["steps"]) {
@@ -384,11 +390,34 @@ decode::DecisionTrace trace_from_json(const nlohmann::json& j) {
         st.rows_draft = s[7];
         st.rows_committed = s[8];
         st.accepted_early = s[9];
-        if (st.block < 0 || st.block >= t.gen / t.block || st.committed < 0)
-            throw Error("decision trace: a step's block or commit count is out of range");
+        if (st.block < 0 || st.block >= t.gen / t.block || st.committed < 0 || st.accepted < 0 ||
+            st.rejected < 0 || st.accepted_early < 0 || st.accepted_early > st.accepted ||
+            st.accepted > st.committed || st.lookahead < 0 || st.rows < 0)
+            throw Error("decision trace: step " + std::to_string(t.steps.size()) +
+                        " has a count out of range");
+        if (!t.steps.empty() && st.block != t.steps.back().block &&
+            st.block != t.steps.back().block + 1)
+            throw Error("decision trace: step " + std::to_string(t.steps.size()) +
+                        " skips or revisits a block (blocks are decoded in order)");
+        if (t.steps.empty() && st.block != 0)
+            throw Error("decision trace: the first step is not in block 0");
         t.steps.push_back(st);
     }
     if (t.steps.empty()) throw Error("decision trace: no steps");
+    // Every block the trace decoded commits exactly its length (an early stop ends it after a
+    // complete block).
+    std::vector<int> per_block(static_cast<size_t>(t.n_blocks()), 0);
+    for (const auto& st : t.steps)
+        per_block[st.block] += st.committed;
+    for (int b = 0; b < t.blocks_decoded(); ++b) {
+        if (per_block[b] != t.block)
+            throw Error("decision trace: block " + std::to_string(b) + " commits " +
+                        std::to_string(per_block[b]) + " positions, not its " +
+                        std::to_string(t.block));
+    }
+    if (!t.stopped_early && t.blocks_decoded() != t.n_blocks())
+        throw Error("decision trace: " + std::to_string(t.blocks_decoded()) + " of " +
+                    std::to_string(t.n_blocks()) + " blocks decoded without an early stop");
     return t;
 }
 
@@ -422,20 +451,18 @@ std::vector<decode::DecisionTrace> read_traces(const std::string& path, int n) {
     read_trace_file(path, all, nfe);
     const size_t total = all.size();
     if (n <= 0 || static_cast<size_t>(n) >= total) return all;
-    // A fixed low-discrepancy sample (the golden-ratio sequence): evenly spread like a stride,
-    // but without a stride's aliasing with the period of the task file (mix-1000 cycles through
-    // its tasks, so every 20th problem is the same task).
-    std::vector<size_t> idx;
-    std::vector<bool> taken(total, false);
-    double u = 0.5;
-    while (idx.size() < static_cast<size_t>(n)) {
-        u += 0.6180339887498949;
-        u -= static_cast<double>(static_cast<int64_t>(u));
-        const size_t i = std::min(total - 1, static_cast<size_t>(u * static_cast<double>(total)));
-        if (taken[i]) continue;
-        taken[i] = true;
-        idx.push_back(i);
+    // A fixed pseudo-random sample (Fisher-Yates with the standard mt19937_64, seed 1): spread
+    // through the file without a stride's aliasing with the task file's period (mix-1000 cycles
+    // through its tasks, so every 20th problem is the same task, and so is every 618th).
+    std::vector<size_t> idx(total);
+    for (size_t i = 0; i < total; ++i)
+        idx[i] = i;
+    std::mt19937_64 rng(1);
+    for (size_t i = 0; i < static_cast<size_t>(n); ++i) {
+        const size_t j = i + static_cast<size_t>(rng() % (total - i));
+        std::swap(idx[i], idx[j]);
     }
+    idx.resize(static_cast<size_t>(n));
     std::sort(idx.begin(), idx.end());
     std::vector<decode::DecisionTrace> out;
     for (size_t i : idx) {

@@ -68,8 +68,8 @@ decode::DecisionTrace trace_from_json(const nlohmann::json& j);
 // problem) and picks trace `index`, or with index < 0 the one of median forward count.
 // Throws llada::Error naming the file and line on malformed input.
 decode::DecisionTrace read_trace(const std::string& path, int index = -1);
-// Every trace of the file, or with n > 0 a fixed sample of n spread through it (when it holds
-// more).
+// Every trace of the file, or with n > 0 a fixed pseudo-random sample of n of them (when it
+// holds more).
 std::vector<decode::DecisionTrace> read_traces(const std::string& path, int n = 0);
 
 // The device flags of llada-cli, llada-eval and llada-bench: which device runs the plans and,

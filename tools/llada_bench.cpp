@@ -682,7 +682,15 @@ int main(int argc, char** argv) {
 
         // The traces a replay takes: one (--replay-index, or the median-NFE one), or an evenly
         // spaced sample (--replay-sample N).
-        auto load_traces = [&](const std::string& path) {
+        if (replay_sample > 0 && replay_index >= 0)
+            throw Error("give one of --replay-sample and --replay-index");
+        if (e2e && (!replay_need_path.empty() || !replay_threshold_path.empty()))
+            throw Error(
+                "--replay-need and --replay-threshold are --ablation's; --e2e takes --replay");
+        if (!ablation && !e2e && (!replay_path.empty() || replay_sample > 0 || replay_index >= 0))
+            throw Error("--replay applies to --e2e and --ablation");
+        // `parallel`: 1 the rows need a trace of a parallel commit rule, 0 of a schedule, -1 any.
+        auto load_traces = [&](const std::string& path, int parallel) {
             std::vector<decode::DecisionTrace> v;
             if (path.empty()) return v;
             if (replay_sample > 0 && replay_index < 0) {
@@ -691,6 +699,12 @@ int main(int argc, char** argv) {
                 v.push_back(tools::read_trace(path, replay_index));
             }
             for (const auto& t : v) {
+                if (parallel >= 0 && t.parallel != (parallel == 1)) {
+                    throw Error("the decision trace " + path + " was recorded " +
+                                (t.parallel ? "with --threshold/--factor" : "on a fixed schedule") +
+                                "; these rows replay " +
+                                (parallel == 1 ? "threshold decoding" : "a fixed schedule"));
+                }
                 if (t.stopped_early) {
                     throw Error("the decision trace from " + t.source +
                                 " stopped early; record it with --no-early-stop so that every "
@@ -699,8 +713,9 @@ int main(int argc, char** argv) {
             }
             return v;
         };
-        AblationTraces traces{load_traces(replay_path), load_traces(replay_need_path),
-                              load_traces(replay_threshold_path)};
+        AblationTraces traces{load_traces(replay_path, ablation ? 0 : -1),
+                              load_traces(replay_need_path, 1),
+                              load_traces(replay_threshold_path, 1)};
         std::optional<decode::DecisionTrace> trace;
         if (!traces.mbsd.empty()) trace = traces.mbsd[0];
         const auto t_load = Clock::now();
@@ -897,6 +912,11 @@ int main(int argc, char** argv) {
                 // (the same commits per step, so the policies differ only in their windows);
                 // schedule policies keep their schedule (decode/trace.h).
                 const bool replayed = trace && name != "vanilla" && name != "ar";
+                if (replayed && opt.threshold > 0 && !trace->parallel) {
+                    throw Error("--e2e " + spec +
+                                " replays threshold decoding; the --replay trace was recorded on a "
+                                "fixed schedule");
+                }
                 if (replayed) opt.early_stop = 0;  // the trace decoded every block
                 if (name == "mbsd") {
                     // The host calibration of --lookahead auto, measured (or read) once before
@@ -910,7 +930,9 @@ int main(int argc, char** argv) {
                     decode::lookahead_cost(cal, opt, L, L);
                 }
                 // A replay runs every trace of the sample (--replay-sample) and reports means.
-                const size_t n_req = replayed ? traces.mbsd.size() : 1;
+                // (Schedule policies other than mbsd take nothing from a trace: run once.)
+                const bool data_dependent = opt.threshold > 0 || name == "mbsd";
+                const size_t n_req = replayed && data_dependent ? traces.mbsd.size() : 1;
                 dev->reset_report();
                 double wall = 0;
                 decode::GenerateResult res;
