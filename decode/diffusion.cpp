@@ -33,8 +33,9 @@ class DiffusionPolicy : public Policy {
         check_canvas_fits(model_, P, opt_.gen);
         const int L = P + opt_.gen;
         const int n_seq = opt_.cfg > 0.0 ? 2 : 1;
-        model::Session session(model_, device_, n_seq, L, int64_t{n_seq} * L, int64_t{n_seq} * L,
-                               opt_.kernels);
+        // Drafts fed as tokens take a second (shadow) row each.
+        const int64_t rows = int64_t{n_seq} * L * (rows_per_position(cfg_, opt_));
+        model::Session session(model_, device_, n_seq, L, rows, rows, opt_.kernels);
         const ForwardCost* cost = nullptr;
         if (cfg_.speculate && opt_.lookahead < 0) cost = &forward_cost(session, n_seq * L, L);
         Generator g(model_, opt_, ids_, cfg_, prompt, cost);

@@ -99,6 +99,10 @@ DiffusionConfig configure_diffusion(const std::string& name, const GenerateOptio
     return c;
 }
 
+int rows_per_position(const DiffusionConfig& cfg, const GenerateOptions& opt) {
+    return cfg.speculate && opt.draft_input == DraftInput::Token ? 2 : 1;
+}
+
 Generator::Generator(const model::Model& model, const GenerateOptions& opt, const TokenIds& ids,
                      const DiffusionConfig& cfg, std::span<const int32_t> prompt,
                      const ForwardCost* cost)
@@ -132,7 +136,7 @@ Generator::Generator(const model::Model& model, const GenerateOptions& opt, cons
     n_blocks_ = opt_.gen / opt_.block;
     steps_per_block_ = opt_.steps / n_blocks_;
     // Everything a step touches is sized here, so the denoising loop allocates nothing.
-    const size_t rows = static_cast<size_t>(n_seq()) * L_;
+    const size_t rows = static_cast<size_t>(n_seq()) * L_ * rows_per_position(cfg_, opt_);
     req_.rows.reserve(rows);
     req_.kv_len.assign(n_seq(), L_);
     need_.reserve(L_);

@@ -36,6 +36,9 @@ struct DiffusionConfig {
 };
 // Throws llada::Error for impossible combinations, naming them.
 DiffusionConfig configure_diffusion(const std::string& name, const GenerateOptions& opt);
+// Window rows a step may ask for per canvas position and sequence: 2 when drafts are fed as
+// tokens (a writer row and a shadow row), else 1. Sessions are sized with it.
+int rows_per_position(const DiffusionConfig& cfg, const GenerateOptions& opt);
 
 // One window row a generation asks for. `seq` is the generation's own sequence index (0, or 1
 // for the unconditional branch of classifier-free guidance); the scheduler maps it onto a KV

@@ -60,8 +60,8 @@ Trace run(const model::Model& m, const std::string& policy, decode::GenerateOpti
     const auto cfg = decode::configure_diffusion(policy, opt);
     decode::Generator g(m, opt, ids, cfg, prompt, cost);
     const int L = g.canvas_len();
-    model::Session s(m, *dev, g.n_seq(), L, int64_t{g.n_seq()} * L, int64_t{g.n_seq()} * L,
-                     opt.kernels);
+    const int64_t rows = int64_t{g.n_seq()} * L * decode::rows_per_position(cfg, opt);
+    model::Session s(m, *dev, g.n_seq(), L, rows, rows, opt.kernels);
     Trace t;
     {
         decode::Scheduler sched(s);
@@ -263,7 +263,7 @@ TEST(Generator, DraftsNeverReachTheCommittedCache) {
         for (const char* text : kPrompts) {
             SCOPED_TRACE(text);
             auto opt = tiny.opt;
-            opt.lookahead = 16;
+            opt.lookahead = 24;  // every later position: drafts fed as tokens take two rows each
             opt.draft_input = input;
             opt.early_stop = 0;
             const auto prompt = tiny.prompt(text);
