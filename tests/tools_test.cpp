@@ -95,6 +95,19 @@ TEST(LladaCli, ClearErrors) {
         {"-m " + fixture_model() + " -p x --policy nope", "unknown policy 'nope'"},
         {"-m /nonexistent.gguf -p x", "cannot open '/nonexistent.gguf'"},
         {"-m " + fixture_model() + " -p x -f y", "only one of"},
+        {"-m " + fixture_model() + " -p x --gen 16 --block 8 --policy dual-cache --lookahead 4",
+         "--lookahead applies to --policy mbsd, not dual-cache"},
+        {"-m " + fixture_model() + " -p x --gen 16 --block 8 --policy mbsd --lookahead many",
+         "--lookahead must be 'auto' or a row count"},
+        {"-m " + fixture_model() + " -p x --gen 16 --block 8 --policy mbsd --draft-input both",
+         "--draft-input must be mask or token"},
+        {"-m " + fixture_model() +
+             " -p x --gen 16 --block 8 --policy mbsd --lookahead 4 --calibrate",
+         "needs none"},
+        {"-m " + fixture_model() + " -p x --gen 16 --block 8 --policy mbsd --remasking random",
+         "cannot be combined with --remasking random"},
+        {"-m " + fixture_model() + " -p x --gen 16 --block 8 --policy need --refresh 2",
+         "--refresh applies to the cache policies"},
     };
     for (const auto& c : cases) {
         Result r = run(bin("llada-cli") + " " + c.args);
