@@ -474,24 +474,9 @@ std::vector<decode::DecisionTrace> read_traces(const std::string& path, int n) {
 }
 
 decode::DecisionTrace read_trace(const std::string& path, int index) {
-    std::ifstream f(path);
-    if (!f) throw Error("cannot read the decision trace '" + path + "'");
     std::vector<decode::DecisionTrace> all;
     std::vector<int64_t> nfe;
-    std::string line;
-    int line_no = 0;
-    while (std::getline(f, line)) {
-        ++line_no;
-        if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-        try {
-            const auto j = nlohmann::json::parse(line);
-            all.push_back(trace_from_json(j));
-            nfe.push_back(j.value("nfe", static_cast<int64_t>(all.back().steps.size())));
-        } catch (const std::exception& e) {
-            throw Error(path + ":" + std::to_string(line_no) + ": " + e.what());
-        }
-    }
-    if (all.empty()) throw Error("the decision trace '" + path + "' holds no trace");
+    read_trace_file(path, all, nfe);
     if (index >= static_cast<int>(all.size()))
         throw Error("--replay-index " + std::to_string(index) + ": '" + path + "' holds " +
                     std::to_string(all.size()) + " traces");
