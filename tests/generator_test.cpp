@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <map>
 
 #include "decode/generator.h"
@@ -527,6 +528,54 @@ TEST(RowAddressing, ShadowRowEqualsTheRowWithoutItsOwnKey) {
         for (int64_t v = 0; v < V; ++v)
             diff = std::max(diff, std::fabs(lc[v] - want[v]));
         EXPECT_GT(diff, 1e-4f * std::max(1.0f, scale));
+    }
+}
+
+// Shadow rows against the PyTorch reference (train/make_shadow_fixtures.py): after a full
+// forward of the canvas, four shadow rows in one forward (the mask at p, no K/V, key p
+// excluded) give the reference's logits for the same rows as extra rows of one forward under a
+// key mask. Tolerance as for the other parity tests on these models (model_test.cpp): 1e-5 of
+// max|logit|; predicting p while seeing its own token moves them by far more (checked below).
+TEST(RowAddressing, ShadowRowsMatchThePyTorchReference) {
+    const std::vector<int32_t> ps = {0, 5, 13, 23};
+    const int n = 24;
+    for (const char* name : {"llada-mha", "llada-gqa-tied"}) {
+        SCOPED_TRACE(name);
+        auto m = model::Model::load((decode_dir() / (std::string(name) + ".gguf")).string());
+        const int64_t V = m->hparams().n_vocab;
+        std::ifstream f(decode_dir() / ("shadow-" + std::string(name) + ".logits.f32"),
+                        std::ios::binary);
+        ASSERT_TRUE(f) << "missing fixture: run train/make_shadow_fixtures.py";
+        std::vector<float> want(ps.size() * V);
+        f.read(reinterpret_cast<char*>(want.data()), static_cast<std::streamsize>(want.size() * 4));
+        ASSERT_EQ(f.gcount(), static_cast<std::streamsize>(want.size() * 4));
+        runtime::ThreadPool pool(2);
+        auto dev = runtime::make_cpu_device(pool);
+        model::Session s(*m, *dev, 1, n, n, n);
+        Canvas c(n);
+        s.forward(c.batch());
+        const int k = static_cast<int>(ps.size());
+        std::vector<int32_t> tok(k, 258), pos = ps, seq(k, 0), slot(k, -1), excl = ps, out(k);
+        for (int i = 0; i < k; ++i)
+            out[i] = i;
+        int32_t kv = n;
+        runtime::Batch b{k,          tok.data(), pos.data(),  seq.data(), k,
+                         out.data(), &kv,        slot.data(), excl.data()};
+        const float* got = s.forward(b);
+        float scale = 0, err = 0;
+        for (float w : want)
+            scale = std::max(scale, std::fabs(w));
+        for (size_t i = 0; i < want.size(); ++i)
+            err = std::max(err, std::fabs(got[i] - want[i]));
+        EXPECT_LT(err, 1e-5f * scale);
+        // Without the exclusion the rows see their own token: far off the reference.
+        std::vector<int32_t> none(k, -1);
+        b.exclude = none.data();
+        const float* own = s.forward(b);
+        float diff = 0;
+        for (size_t i = 0; i < want.size(); ++i)
+            diff = std::max(diff, std::fabs(own[i] - want[i]));
+        EXPECT_GT(diff, 1e-3f * scale);
     }
 }
 

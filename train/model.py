@@ -140,14 +140,24 @@ class Model(nn.Module):
             self._rope = (cos.to(device), sin.to(device))
         return self._rope[0][:L], self._rope[1][:L]
 
-    def forward(self, tokens):
-        """tokens: [B, L] int64, positions 0..L-1 -> logits [B, L, n_vocab]."""
+    def forward(self, tokens, positions=None, key_mask=None):
+        """tokens: [B, L] int64 -> logits [B, L, n_vocab].
+
+        positions: [L] int64 RoPE positions (default 0..L-1). key_mask: [L, L] bool, True where
+        row r may attend to key c (default: all, or causal); the engine's row addressing (a row
+        that writes no K/V, a shadow row that may not see one key) is a key mask."""
         B, L = tokens.shape
         x = self.tok_embd(tokens)
-        cos, sin = self.rope(L, x.device, x.dtype)
+        cos, sin = self.rope(L if positions is None else int(positions.max()) + 1, x.device, x.dtype)
+        if positions is not None:
+            cos, sin = cos[positions], sin[positions]
         attn_bias = None
         if self.cfg.causal:
             attn_bias = torch.full((L, L), float("-inf"), device=x.device, dtype=x.dtype).triu(1)
+        if key_mask is not None:
+            extra = torch.zeros((L, L), device=x.device, dtype=x.dtype)
+            extra[~key_mask] = float("-inf")
+            attn_bias = extra if attn_bias is None else attn_bias + extra
         for b in self.blocks:
             x = b(x, cos, sin, attn_bias)
         x = self.output_norm(x)
