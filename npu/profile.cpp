@@ -1,5 +1,5 @@
 // The device profiles, each constant with its source beside it. Sources are the rows of
-// ../shared/reference/npu-facts.md unless stated; "derived" is arithmetic on cited numbers;
+// docs/npu-facts.md unless stated; "derived" is arithmetic on cited numbers;
 // "assumed" marks a constant nobody publishes (a parameter: see llada-bench's sensitivity table).
 #include "npu/profile.h"
 
@@ -54,7 +54,7 @@ Profile hexagon_v75() {
     // A session maps ~3.5 GB at most (32-bit NPU VA; Hexagon V79 PRM; llama.cpp
     // docs/backend/snapdragon; Hao et al. §7).
     p.window_bytes = 3 * kGiB + kGiB / 2;
-    // Map/unmap costs are not published (npu-facts.md: "model it as a parameter"). Assumed:
+    // Map/unmap costs are not published (docs/npu-facts.md: a parameter). Assumed:
     // a map is two RPC round trips (2 x 50 us, the FastRPC target above) plus SMMU page-table
     // population and cache maintenance at 25 us/MiB; an unmap one round trip plus 10 us/MiB of
     // TLB/SMMU invalidation. llada-bench --ablation prints the sensitivity to all four.
@@ -64,7 +64,7 @@ Profile hexagon_v75() {
     p.unmap_us_per_mib = 10.0;
     // A CPU copy reads and writes DRAM: one engine's ~40 GB/s / 2 (derived from HeteroInfer).
     p.host_copy_gbps = 20.0;
-    // Vocabulary-wide sampling is vector work, placed on the CPU (DESIGN.md §5).
+    // Vocabulary-wide sampling is vector work, placed on the CPU (docs/design.md, "Devices").
     p.lm_head_on_npu = false;
     // The CPU beside the NPU; only the 8 Elite's CPU has a profile (sm8750-cpu).
     p.cpu_profile = "sm8750-cpu";
@@ -95,14 +95,14 @@ Profile sm8550() {
     p.name = "sm8550";
     p.description =
         "Snapdragon 8 Gen 2, Hexagon V73: the 2 GiB window (V75 compute figures assumed)";
-    // 2 GiB NPU address space on V73 (npu-facts.md "address space": qualcomm/fastrpc #137,
+    // 2 GiB NPU address space on V73 (docs/npu-facts.md, "address space": qualcomm/fastrpc #137,
     // Hao et al. §7).
     p.window_bytes = 2 * kGiB;
     return p;
 }
 
 // The 8 Elite's CPU (2 + 6 Oryon cores), for projecting the CPU baselines. Its GEMM throughput is
-// not in npu-facts.md; the sources are named beside each constant.
+// not in docs/npu-facts.md; the sources are named beside each constant.
 Profile sm8750_cpu() {
     Profile p;
     p.name = "sm8750-cpu";
@@ -113,7 +113,7 @@ Profile sm8750_cpu() {
     // ~85 tok/s prompt processing of Llama-3.1-8B Q4 on an eight-core Oryon CPU (specpicks.com,
     // "llama.cpp on Snapdragon Hexagon NPU: first real benchmarks", 2026, Snapdragon X Elite;
     // the same Oryon cores as SM8750) -> 85 * 2 * 8.0e9 = 1.36 TFLOP/s (derived; not in
-    // npu-facts.md).
+    // docs/npu-facts.md).
     p.matrix_tflops = 1.36;
     // i8mm peak 4.29 TOPS on 12 Oryon cores (pigirons/cpufp PR #30) x 8/12 (derived).
     p.matrix_peak_tflops = 4.29 * 8.0 / 12.0;

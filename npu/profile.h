@@ -1,6 +1,6 @@
 // Device profiles of the simulated NPU (and of the phone CPU beside it): the published hardware
 // numbers the cost model turns into projected time. Every constant carries its source in
-// profile.cpp (../shared/reference/npu-facts.md); constants nobody publishes are parameters.
+// profile.cpp (docs/npu-facts.md); constants nobody publishes are parameters.
 #pragma once
 
 #include <cstddef>

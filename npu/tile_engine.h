@@ -15,7 +15,7 @@ inline int64_t padded_rows(int64_t m, int tile_rows) {
 
 // Multiply-add FLOPs (2 per MAC) the engine executes for y[m][n] = x[m][k] . W^T: on an NPU
 // every dimension is padded to whole 32x32 tiles (weights are tile-aligned, section 6 of
-// DESIGN.md); a CPU computes exactly m x n x k.
+// docs/design.md); a CPU computes exactly m x n x k.
 inline double matmul_flops(const Profile& p, int64_t m, int64_t n, int64_t k) {
     if (p.kind == Profile::Kind::Cpu) return 2.0 * m * n * k;
     return 2.0 * padded_rows(m, p.tile_rows) * padded_rows(n, 32) * padded_rows(k, 32);

@@ -1,6 +1,6 @@
-// Tile-aligned weight formats for a 32x32 matrix engine (DESIGN.md section 6): TQ4, TQ8 and TF16.
-// Weights are permuted into the order the tile engine consumes them first, then quantised per
-// group of 32, so one tile's weights and scales are one contiguous read.
+// Tile-aligned weight formats for a 32x32 matrix engine (docs/design.md, "Quantisation"): TQ4, TQ8
+// and TF16. Weights are permuted into the order the tile engine consumes them first, then quantised
+// per group of 32, so one tile's weights and scales are one contiguous read.
 //
 // Exact layout. A weight matrix W[N][K] (N outputs = GGUF ne[1], K inputs = ne[0]) is padded with
 // zeros to N' = ceil(N/32)*32 and K' = ceil(K/32)*32 and cut into 32x32 tiles T(nt, kt) covering

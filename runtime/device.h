@@ -107,7 +107,7 @@ class Device {
 
     // Projected steady-state latency of one forward of `plan` for each row count, attending to
     // `kv_len` cached positions, all rows sent through the output head. Empty when the device
-    // has no cost model. Decoding policies size their windows with it (DESIGN.md §4).
+    // has no cost model. Decoding policies size their windows with it (docs/step-engine.md).
     virtual std::vector<LatencyEntry> latency_table(const Plan& plan, std::span<const int64_t> rows,
                                                     int64_t kv_len);
 

@@ -30,7 +30,7 @@ namespace {
 
 using npu::Category;
 
-constexpr size_t kExpLutBytes = 64 << 10;  // the fp16 exp table in TCM (npu-facts.md: 64 KiB)
+constexpr size_t kExpLutBytes = 64 << 10;  // the fp16 exp table in TCM (docs/npu-facts.md: 64 KiB)
 constexpr size_t kPage = 4096;
 
 struct AlignedFree {

@@ -1,7 +1,7 @@
-// npu-sim: a functional and timing simulator of a Hexagon-class NPU (DESIGN.md §5). Functionally
-// it runs the plan on the host with the NPU's numerics (runtime/npu_exec.h); its clock is the
-// cost model of a profile (npu/), every figure labelled projected. Plans are compiled per static
-// shape bucket on first use; weights live in a device window of limited size, managed by the
+// npu-sim: a functional and timing simulator of a Hexagon-class NPU (docs/design.md, "Devices").
+// Functionally it runs the plan on the host with the NPU's numerics (runtime/npu_exec.h); its clock
+// is the cost model of a profile (npu/), every figure labelled projected. Plans are compiled per
+// static shape bucket on first use; weights live in a device window of limited size, managed by the
 // baseline (map on use) or the swap-optimised memory runtime (runtime/window_planner.h).
 #pragma once
 

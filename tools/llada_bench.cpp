@@ -323,7 +323,7 @@ double run_llama_bench(const std::string& bin, const std::string& model, int row
     throw Error("no result in llama-bench's output:\n" + out.substr(0, 2000));
 }
 
-// One configuration of the published ablation (npu-facts.md, "LLaDA-8B on a phone").
+// One configuration of the published ablation (docs/npu-facts.md, "LLaDA-8B on a phone").
 struct AblationRow {
     const char* name;
     const char* policy;
@@ -435,7 +435,8 @@ nlohmann::json run_ablation(const tools::LoadedModel& lm, const runtime::DeviceC
     const std::string npu_profile = base.profile.empty() ? "sm8750" : base.profile;
     const npu::Profile prof = npu::find_profile(npu_profile);
     double first_projected = 0;
-    std::printf("Published ablation structure, LLaDA-8B-Instruct Q4_0 on SM8750 (npu-facts.md)\n");
+    std::printf(
+        "Published ablation structure, LLaDA-8B-Instruct Q4_0 on SM8750 (docs/npu-facts.md)\n");
     std::printf(
         "beside this engine's projection (profile %s + %s, %s policy for the cached rows;\n",
         npu_profile.c_str(), prof.cpu_profile.c_str(), cache_policy.c_str());

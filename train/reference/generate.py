@@ -1,6 +1,6 @@
 """Reference of LLaDA's `generate()` (the `vanilla` decoding policy), written from its semantics.
 
-This is the oracle for decode/'s `vanilla` policy (DESIGN.md section 4, policy 1) and the decoder
+This is the oracle for decode/'s `vanilla` policy (docs/design.md, "Decoding policies") and the decoder
 the training code uses for evaluation. It reproduces ML-GSAI/LLaDA's generate.py step for step
 (check_against_upstream.py verifies that on a local mirror):
 
