@@ -395,6 +395,29 @@ void Generator::commit(int p, int32_t tok) {
     committed_.push_back(p);
 }
 
+int Generator::scheduled_commits() const {
+    const int i = step_in_block_;
+    if (i >= steps_per_block_) return 1;  // past the schedule: one per step
+    return cfg_.exact_reference ? schedule_[i] : std::max(1, schedule_[i]);
+}
+
+void Generator::resolve_draft(int p, bool accept, bool early, StepInfo& info) {
+    ++drafts_evaluated_;
+    if (accept) {
+        ++info.drafts_accepted;
+        ++drafts_accepted_;
+        if (early) {
+            ++info.drafts_accepted_early;
+            ++drafts_early_;
+        }
+        commit(p, draft_tok_[p]);
+    } else {
+        ++info.drafts_rejected;
+        state_[p] = TokenState::Masked;
+        draft_tok_[p] = -1;
+    }
+}
+
 void Generator::decide(StepInfo& info, int n_need) {
     const int i = step_in_block_;
     const int b = block_;
@@ -402,27 +425,15 @@ void Generator::decide(StepInfo& info, int n_need) {
     for (int r = 0; r < n_need; ++r) {
         const int p = need_[r];
         if (state_[p] != TokenState::Draft) continue;
-        ++drafts_evaluated_;
-        if (cand_[r].token == draft_tok_[p] && cand_[r].confidence >= opt_.accept) {
-            ++info.drafts_accepted;
-            ++drafts_accepted_;
-            // Early: the commit rule would not have taken it this step (what speculation buys).
-            if (cfg_.rule != CommitRule::Threshold || cand_[r].confidence < opt_.threshold) {
-                ++info.drafts_accepted_early;
-                ++drafts_early_;
-            }
-            commit(p, cand_[r].token);
-            cand_[r].confidence = -1.0f;  // out of the commit rule's running
-        } else {
-            ++info.drafts_rejected;
-            state_[p] = TokenState::Masked;
-            draft_tok_[p] = -1;
-        }
+        const bool accept = cand_[r].token == draft_tok_[p] && cand_[r].confidence >= opt_.accept;
+        // Early: the commit rule would not have taken it this step (what speculation buys).
+        const bool early =
+            cfg_.rule != CommitRule::Threshold || cand_[r].confidence < opt_.threshold;
+        resolve_draft(p, accept, early, info);
+        if (accept) cand_[r].confidence = -1.0f;  // out of the commit rule's running
     }
     // The commit rule over the block's positions that are still masked.
-    const int scheduled = i < steps_per_block_
-                              ? (cfg_.exact_reference ? schedule_[i] : std::max(1, schedule_[i]))
-                              : 1;
+    const int scheduled = scheduled_commits();
     if (!cfg_.exact_reference && i > opt_.block + steps_per_block_) {
         throw Error("decoding made no progress in block " + std::to_string(b) +
                     ": the model predicts only the mask token");
@@ -468,30 +479,15 @@ void Generator::replay(StepInfo& info) {
     if (cfg_.rule == CommitRule::Schedule) {
         // Under a fixed schedule only the share of drafts accepted comes from the trace: the
         // steps are the target's own schedule, and every accepted draft is early.
-        const int i = step_in_block_;
-        const int scheduled = i < steps_per_block_ ? std::max(1, schedule_[i]) : 1;
         accept = early = std::min(d.accept_share, drafts);
-        rest = std::max(0, scheduled - accept);
+        rest = std::max(0, scheduled_commits() - accept);
     }
     for (int r = 0; r < n_need; ++r) {
         const int p = need_[r];
         if (state_[p] != TokenState::Draft) continue;
-        ++drafts_evaluated_;
-        if (accept > 0) {
-            --accept;
-            ++info.drafts_accepted;
-            ++drafts_accepted_;
-            if (early > 0) {
-                --early;
-                ++info.drafts_accepted_early;
-                ++drafts_early_;
-            }
-            commit(p, draft_tok_[p]);
-        } else {
-            ++info.drafts_rejected;
-            state_[p] = TokenState::Masked;
-            draft_tok_[p] = -1;
-        }
+        resolve_draft(p, accept > 0, early > 0, info);
+        accept -= accept > 0;
+        early -= early > 0;
     }
     for (int r = 0; r < n_need && rest > 0; ++r) {
         if (state_[need_[r]] != TokenState::Masked) continue;

@@ -107,6 +107,9 @@ class Generator {
     void predict(std::span<const RowPrediction> preds, int n_need);
     void choose(int scheduled);
     void commit(int p, int32_t tok);
+    // A draft of the block that has just become current: committed (its draft token) or masked.
+    void resolve_draft(int p, bool accept, bool early, StepInfo& info);
+    int scheduled_commits() const;            // what the schedule commits this step
     void decide(StepInfo& info, int n_need);  // the policy's own decisions
     void replay(StepInfo& info);              // the decisions of a trace
     int block_masked() const;

@@ -115,7 +115,7 @@ bool committed_state(decode::TokenState s) {
     return s == decode::TokenState::Visible || s == decode::TokenState::Stable;
 }
 
-// The invariants every non-reference policy keeps (DESIGN.md section 4).
+// The invariants every non-reference policy keeps (docs/step-engine.md).
 void expect_invariants(const Trace& t, int prompt_len, int block, const decode::TokenIds& ids) {
     int last_block = 0;
     for (size_t i = 0; i < t.steps.size(); ++i) {
@@ -369,6 +369,20 @@ TEST(Scheduler, GenerationsInOneForwardEqualEachAlone) {
     }
 }
 
+namespace {
+
+// A forward cost of fixed_ms + per_row_ms * rows, at 1, 2, 4, ... 128 rows.
+decode::ForwardCost linear_cost(double fixed_ms, double per_row_ms) {
+    decode::ForwardCost c;
+    for (int r = 1; r <= 128; r *= 2) {
+        c.rows.push_back(r);
+        c.ms.push_back(fixed_ms + per_row_ms * r);
+    }
+    return c;
+}
+
+}  // namespace
+
 // The lookahead rule on hand-made cost tables.
 TEST(Lookahead, FillsTheBucketAndExtendsOnlyWhileTheCostPerTokenFalls) {
     // An NPU-like staircase: flat inside 32-row tiles, +100 ms per tile.
@@ -396,21 +410,13 @@ TEST(Lookahead, FillsTheBucketAndExtendsOnlyWhileTheCostPerTokenFalls) {
     EXPECT_EQ(decode::choose_lookahead(stair, in), 5);
     // A CPU-like cost, linear in rows: a lookahead row costs what a block row costs, and yields
     // 0.3 / 4 expected tokens per step where a block row yields 2 / 10: no lookahead.
-    decode::ForwardCost lin;
-    for (int r = 1; r <= 128; r *= 2) {
-        lin.rows.push_back(r);
-        lin.ms.push_back(1.0 + 10.0 * r);
-    }
+    const decode::ForwardCost lin = linear_cost(1.0, 10.0);
     in.available = 64;
     in.accept_rate = 0.3;
     in.steps_left = 4.0;
     EXPECT_EQ(decode::choose_lookahead(lin, in), 0);
     // A linear cost dominated by a fixed part (weights streamed once per forward): it pays.
-    decode::ForwardCost fixed;
-    for (int r = 1; r <= 128; r *= 2) {
-        fixed.rows.push_back(r);
-        fixed.ms.push_back(1000.0 + 0.1 * r);
-    }
+    decode::ForwardCost fixed = linear_cost(1000.0, 0.1);
     EXPECT_EQ(decode::choose_lookahead(fixed, in), 64);
     // Caps: the session's rows and the memory budget.
     in.max_rows = 40;
