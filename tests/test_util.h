@@ -3,6 +3,7 @@
 #pragma once
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -21,11 +22,13 @@ struct CommandResult {
     std::string err;  // stderr
 };
 
-// Runs a shell command, capturing stdout and stderr (through a file named after `tag`, so suites
-// running side by side do not share it).
+// Runs a shell command, capturing stdout and stderr (through a file named after `tag` and the
+// process, so tests running side by side do not share it).
 inline CommandResult run_command(const std::string& cmd, const std::string& tag) {
     namespace fs = std::filesystem;
-    const fs::path err_file = fs::temp_directory_path() / ("llada_" + tag + ".stderr");
+    // The process id too: ctest -j runs a suite's tests as concurrent processes.
+    const fs::path err_file =
+        fs::temp_directory_path() / ("llada_" + tag + "." + std::to_string(getpid()) + ".stderr");
     CommandResult r;
     FILE* p = popen((cmd + " 2>" + err_file.string()).c_str(), "r");
     if (!p) return r;
@@ -35,8 +38,11 @@ inline CommandResult run_command(const std::string& cmd, const std::string& tag)
         r.out.append(buf, n);
     const int st = pclose(p);
     r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    std::ifstream e(err_file);
-    r.err.assign(std::istreambuf_iterator<char>(e), std::istreambuf_iterator<char>());
+    {
+        std::ifstream e(err_file);
+        r.err.assign(std::istreambuf_iterator<char>(e), std::istreambuf_iterator<char>());
+    }
+    fs::remove(err_file);
     return r;
 }
 
