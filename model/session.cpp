@@ -123,6 +123,19 @@ void Session::check(const runtime::Batch& batch) {
         written_at_[at] = stamp;
         written_by_[at] = static_cast<int32_t>(r);
     }
+    for (int64_t r = 0; r < batch.n_rows; ++r) {
+        if (!batch.own_key_of(r)) continue;
+        const int32_t slot = batch.slot_of(r), n = model_.hparams().causal ? 0
+                                                   : batch.kv_len ? batch.kv_len[batch.seq[r]]
+                                                                  : 0;
+        if (model_.hparams().causal || batch.exclude_of(r) < 0 || slot < n) {
+            throw Error("row " + std::to_string(r) +
+                        " attends to its own key in place of an excluded one: that needs a "
+                        "bidirectional model, an excluded key, and a slot beyond the sequence's "
+                        "attention span (got slot " +
+                        std::to_string(slot) + ", span " + std::to_string(n) + ")");
+        }
+    }
     for (int64_t i = 0; i < batch.n_out; ++i) {
         if (batch.out_rows[i] < 0 || batch.out_rows[i] >= batch.n_rows) {
             throw Error("output row " + std::to_string(batch.out_rows[i]) +

@@ -7,9 +7,50 @@
 #include <cstring>
 
 #include "quant/blocks.h"
+#include "quant/fp16.h"
 #include "quant/packed.h"
 
 namespace llada::runtime {
+namespace {
+
+// A row that attends to its own key in place of its excluded one: the kernel attended to the
+// other keys; this folds the row's own key and value (in `own`) in as one more softmax term:
+// out = (A * out + B * v_own) / (A + B), A = sum over the other keys of exp(s_j - m),
+// B = exp(s_own - m). Scalar: only the few revision-check rows take it.
+void fold_own_key(const float* q, int64_t hd, float scale, const KvCache& kv, int layer, int seq,
+                  int64_t kvh, int64_t n_kv, int64_t excl, int64_t own, float* out) {
+    auto key = [&](int64_t j, int64_t i) {
+        return kv.f16() ? quant::fp16_to_fp32(
+                              kv.k16(layer, seq, static_cast<int>(kvh), static_cast<int>(j))[i])
+                        : kv.k(layer, seq, static_cast<int>(kvh), static_cast<int>(j))[i];
+    };
+    auto value = [&](int64_t i) {
+        return kv.f16() ? quant::fp16_to_fp32(
+                              kv.v16(layer, seq, static_cast<int>(kvh), static_cast<int>(own))[i])
+                        : kv.v(layer, seq, static_cast<int>(kvh), static_cast<int>(own))[i];
+    };
+    auto score = [&](int64_t j) {
+        double d = 0.0;
+        for (int64_t i = 0; i < hd; ++i)
+            d += static_cast<double>(q[i]) * key(j, i);
+        return d * scale;
+    };
+    const double s_own = score(own);
+    double m = s_own;
+    for (int64_t j = 0; j < n_kv; ++j) {
+        if (j != excl) m = std::max(m, score(j));
+    }
+    double a = 0.0;
+    for (int64_t j = 0; j < n_kv; ++j) {
+        if (j != excl) a += std::exp(score(j) - m);
+    }
+    const double bw = std::exp(s_own - m);
+    for (int64_t i = 0; i < hd; ++i)
+        out[i] = static_cast<float>((a * out[i] + bw * value(i)) / (a + bw));
+}
+
+}  // namespace
+
 namespace {
 
 // Vocabulary entries per task of the fused LM head: the chunk's logits for all output rows
@@ -208,6 +249,15 @@ void CpuOps::run(const ArenaView& a, LmHeadScratch& s, const Op& op, const Batch
                         }
                     }
                 });
+            for (int64_t r = 0; b.own_key != nullptr && r < n; ++r) {
+                const int64_t w = win(r);
+                if (!b.own_key_of(w)) continue;
+                for (int64_t h = 0; h < op.n_head; ++h) {
+                    fold_own_key(q + r * cols + h * op.head_dim, op.head_dim, scale, kv, op.layer,
+                                 b.seq[w], h / group, b.kv_len[b.seq[w]], b.exclude_of(w),
+                                 b.slot_of(w), out + r * cols + h * op.head_dim);
+                }
+            }
             return;
         }
         case OpKind::SwiGlu: {

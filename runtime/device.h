@@ -38,9 +38,15 @@ struct Batch {
     const int32_t* kv_len = nullptr;    // [n_seq] slots a non-causal row attends to
     const int32_t* slot = nullptr;      // [n_rows] cache slot written, -1 none; null: slot = pos
     const int32_t* exclude = nullptr;   // [n_rows] slot not attended, -1 none; null: none
+    // [n_rows] nonzero: the row attends to its own K/V (stored in its slot, which lies beyond
+    // its sequence's kv_len so that no other row sees it) in place of its excluded key: the
+    // mask row of progressive revision sees a mask at its position, not the committed token.
+    // Null: none. CPU devices only.
+    const int32_t* own_key = nullptr;
 
     int32_t slot_of(int64_t r) const { return slot ? slot[r] : pos[r]; }
     int32_t exclude_of(int64_t r) const { return exclude ? exclude[r] : -1; }
+    bool own_key_of(int64_t r) const { return own_key != nullptr && own_key[r] != 0; }
 };
 
 // Called after every op with its output (float32 tensors only), for dumps and parity tests.

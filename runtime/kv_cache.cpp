@@ -1,6 +1,7 @@
 // Per-layer key/value cache, head-major (runtime/kv_cache.h).
 #include "runtime/kv_cache.h"
 
+#include <algorithm>
 #include <string>
 
 #include "util/error.h"
@@ -46,6 +47,31 @@ int KvCache::n_free() const {
     for (bool u : used_)
         n += !u;
     return n;
+}
+
+size_t KvCache::copy_slot_from(const KvCache& other, int seq, int pos) {
+    if (other.n_layer_ != n_layer_ || other.n_seq_ != n_seq_ || other.n_kv_head_ != n_kv_head_ ||
+        other.head_dim_ != head_dim_ || other.f16_ != f16_) {
+        throw Error("KV cache copy between caches of different shapes");
+    }
+    if (seq < 0 || seq >= n_seq_ || pos < 0 || pos >= n_pos_ || pos >= other.n_pos_) {
+        throw Error("KV cache copy of slot (" + std::to_string(seq) + ", " + std::to_string(pos) +
+                    ") outside the cache");
+    }
+    const size_t n = static_cast<size_t>(head_dim_);
+    for (int l = 0; l < n_layer_; ++l) {
+        for (int h = 0; h < n_kv_head_; ++h) {
+            const size_t i = index(l, seq, h, pos), j = other.index(l, seq, h, pos);
+            if (f16_) {
+                std::copy_n(other.k16_.data() + j, n, k16_.data() + i);
+                std::copy_n(other.v16_.data() + j, n, v16_.data() + i);
+            } else {
+                std::copy_n(other.k_.data() + j, n, k_.data() + i);
+                std::copy_n(other.v_.data() + j, n, v_.data() + i);
+            }
+        }
+    }
+    return slot_bytes();
 }
 
 }  // namespace llada::runtime

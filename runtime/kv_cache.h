@@ -37,6 +37,13 @@ class KvCache {
     int64_t head_dim() const { return head_dim_; }
     int64_t kv_dim() const { return n_kv_head_ * head_dim_; }
     bool f16() const { return f16_; }
+    // Copies the keys and values of (seq, pos), every layer and head, from a cache of the same
+    // shape (its n_pos may differ); returns the bytes copied. (The two paths of progressive
+    // revision merge with it.)
+    size_t copy_slot_from(const KvCache& other, int seq, int pos);
+    size_t slot_bytes() const {
+        return static_cast<size_t>(n_layer_) * kv_dim() * 2 * (f16_ ? 2 : sizeof(float));
+    }
     size_t bytes() const {
         return (k_.size() + v_.size()) * sizeof(float) + (k16_.size() + v16_.size()) * 2;
     }

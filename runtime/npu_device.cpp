@@ -313,6 +313,13 @@ class NpuSimDevice : public Device {
         ensure_bucket(cp, bucket, one);
         ensure_memory(cp, kv, one);
 
+        for (int64_t r = 0; r < batch.n_rows; ++r) {
+            if (batch.own_key_of(r)) {
+                throw Error(
+                    "npu-sim: a row attending to its own key in place of an excluded one (a "
+                    "revision check) runs on the CPU path, not on the NPU");
+            }
+        }
         // The batch padded to the bucket: padding rows repeat row 0's position and sequence and
         // hold zero activations; they are computed like any row and never stored in the cache.
         Batch padded = batch;

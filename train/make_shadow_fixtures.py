@@ -10,6 +10,10 @@ against the K/V its full forward cached (tests/generator_test.cpp).
     /usr/bin/python3 train/make_shadow_fixtures.py
 
 For each model: shadow-<model>.logits.f32, float32 [len(POSITIONS)][n_vocab].
+
+It also writes check-<model>.logits.f32: progressive revision's check rows (re-evaluation as if
+masked). A check row is a shadow row that in addition attends to its own key, the mask's, in place
+of key p_k: the position is seen as masked, not as absent.
 """
 
 import os
@@ -51,6 +55,13 @@ def main():
         with torch.no_grad():
             logits = model(tokens, positions, key_mask)[0, L:].float().numpy()
         out = os.path.join(DATA, f"shadow-{name}.logits.f32")
+        logits.astype("<f4").tofile(out)
+        print(f"wrote {out}: {logits.shape}")
+        for k in range(len(POSITIONS)):
+            key_mask[L + k, L + k] = True
+        with torch.no_grad():
+            logits = model(tokens, positions, key_mask)[0, L:].float().numpy()
+        out = os.path.join(DATA, f"check-{name}.logits.f32")
         logits.astype("<f4").tofile(out)
         print(f"wrote {out}: {logits.shape}")
 
