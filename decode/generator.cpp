@@ -44,6 +44,28 @@
 
 namespace llada::decode {
 
+namespace {
+
+void check_revise_options(const std::string& name, const GenerateOptions& opt) {
+    const ReviseOptions& r = opt.revise;
+    if (name == "vanilla") {
+        throw Error(
+            "--revise needs a policy of the step engine that commits early (threshold, "
+            "prefix-cache, dual-cache, need, mbsd); vanilla is LLaDA's reference schedule");
+    }
+    if (opt.cfg > 0.0) {
+        throw Error("--revise cannot be combined with --cfg (the CPU path checks one sequence)");
+    }
+    if (!(r.margin > 0.0)) throw Error("--revise-margin must be > 0 (above 1: never revise)");
+    if (!(r.floor >= 0.0 && r.floor < 1.0)) throw Error("--revise-floor must be in [0, 1)");
+    if (!(r.stable >= 0.0 && r.stable <= 1.0)) throw Error("--stable-p must be in [0, 1]");
+    if (r.stable_k < 0) throw Error("--stable-k must be >= 0 (0: stable when committed)");
+    if (r.budget < 1) throw Error("--stable-budget must be >= 1 step");
+    if (r.threads < 1 || r.threads > 256) throw Error("--revise-threads must be in [1, 256]");
+}
+
+}  // namespace
+
 DiffusionConfig configure_diffusion(const std::string& name, const GenerateOptions& opt) {
     DiffusionConfig c;
     if (opt.threshold != 0.0 && opt.factor != 0.0) {
@@ -96,6 +118,7 @@ DiffusionConfig configure_diffusion(const std::string& name, const GenerateOptio
     }
     if (opt.lookahead < -1) throw Error("--lookahead must be 'auto' or >= 0");
     if (opt.early_stop >= 0) c.early_stop = opt.early_stop != 0;
+    if (opt.revise.on) check_revise_options(name, opt);
     return c;
 }
 
@@ -133,6 +156,16 @@ Generator::Generator(const model::Model& model, const GenerateOptions& opt, cons
     draft_tok_.assign(L_, -1);
     draft_conf_.assign(L_, 0.0f);
     kv_tok_.assign(L_, -1);
+    commit_step_.assign(L_, -1);
+    streak_.assign(L_, 0);
+    needs_lane_refresh_.assign(L_, false);
+    dense_writes_.assign(L_, false);
+    if (opt_.revise.on) {
+        checks_.reserve(L_);
+        lane_refresh_.reserve(L_);
+        req_.cpu_rows.reserve(2 * static_cast<size_t>(L_));
+        res_.revision_events.reserve(4 * static_cast<size_t>(L_));
+    }
     n_blocks_ = opt_.gen / opt_.block;
     steps_per_block_ = opt_.steps / n_blocks_;
     // Everything a step touches is sized here, so the denoising loop allocates nothing.
@@ -147,7 +180,8 @@ Generator::Generator(const model::Model& model, const GenerateOptions& opt, cons
     chosen_.reserve(L_);
     committed_.reserve(L_);
     // Steps: the schedule's, or one per position, plus the no-progress allowance per block.
-    res_.steps.reserve(static_cast<size_t>(opt_.steps + opt_.gen + n_blocks_ * (opt_.block + 2)));
+    res_.steps.reserve(static_cast<size_t>(opt_.steps + opt_.gen + n_blocks_ * (opt_.block + 2) +
+                                           (opt_.revise.on ? opt_.revise.budget + opt_.gen : 0)));
     schedule_.reserve(static_cast<size_t>(std::max(1, steps_per_block_)));
     if (opt_.cfg > 0.0) {
         guided_.reserve(static_cast<size_t>(model_.hparams().n_vocab));
@@ -163,13 +197,16 @@ Generator::Generator(const model::Model& model, const GenerateOptions& opt, cons
             paired_cost_.source = cost_->source;
         }
     }
+    if (opt_.replay != nullptr) replay_revision_rate_ = opt_.replay->revision_rate();
     start_block();
     // A block with nothing to decode (cannot happen on a fresh canvas) would end here.
-    if (!cfg_.exact_reference && block_masked() == 0) done_ = true;
+    if (!cfg_.exact_reference && block_masked() == 0) done_ = blocks_done_ = true;
 }
 
 int Generator::block_masked() const {
-    const int b0 = P_ + block_ * opt_.block, b1 = b0 + opt_.block;
+    // With revision, a remasked position of an earlier block belongs to the current one.
+    const int b1 = P_ + (block_ + 1) * opt_.block;
+    const int b0 = opt_.revise.on ? P_ : b1 - opt_.block;
     int m = 0;
     for (int p = b0; p < b1; ++p)
         m += res_.canvas[p] == ids_.mask;
@@ -185,7 +222,8 @@ void Generator::finish_block() {
     const int b1 = P_ + (block_ + 1) * opt_.block;
     // Every position before the block's end is final now (vanilla may have committed an earlier
     // block's position late, when the reference committed the mask id there first).
-    for (int p = P_; p < b1; ++p) {
+    // Under revision, the revision rule decides when a token is stable instead.
+    for (int p = P_; p < b1 && !opt_.revise.on; ++p) {
         if (state_[p] == TokenState::Visible) state_[p] = TokenState::Stable;
     }
     // Once a finished block holds an end-of-text token, the answer is decided: later blocks
@@ -214,11 +252,15 @@ const StepRequest& Generator::plan_step() {
     stale_.clear();
     lookahead_ = 0;
     req_.need_logits = !(opt_.fused_sampling && opt_.temperature == 0.0 && opt_.cfg <= 0.0);
-    if (cfg_.window == WindowMode::Need) {
+    req_.dense = !blocks_done_;
+    if (!req_.dense) {
+        // Every block is decoded; the CPU path goes on checking until every token is stable.
+    } else if (cfg_.window == WindowMode::Need) {
         plan_need();
     } else {
         plan_classic();
     }
+    if (opt_.revise.on) plan_revision();
     return req_;
 }
 
@@ -231,14 +273,17 @@ void Generator::plan_classic() {
         cfg_.window == WindowMode::Full || i == 0 || (opt_.refresh > 0 && i % opt_.refresh == 0);
     const int w0 = full ? 0 : block_start;
     const int w1 = full || cfg_.window == WindowMode::Prefix ? L_ : block_end;
-    // Rows whose prediction can matter: masked positions before the block's end.
-    for (int p = w0; p < std::min(w1, block_end); ++p) {
+    // Rows whose prediction can matter: masked positions before the block's end (under
+    // revision, remasked positions before the window join it).
+    const int n0 = opt_.revise.on ? P_ : w0;
+    for (int p = n0; p < std::min(w1, block_end); ++p) {
         if (x[p] == ids_.mask) need_.push_back(p);
     }
     size_t k = 0;
     for (int s = 0; s < n_seq(); ++s) {
         k = 0;
-        for (int p = w0; p < w1; ++p) {
+        for (int p = std::min(n0, w0); p < w1; ++p) {
+            if (p < w0 && x[p] != ids_.mask) continue;
             const bool predict = k < need_.size() && need_[k] == p;
             k += predict;
             const int32_t tok = s == 1 && prompt_index_[p] ? ids_.mask : x[p];
@@ -251,15 +296,19 @@ void Generator::plan_need() {
     const auto& x = res_.canvas;
     const int block_start = P_ + block_ * opt_.block, block_end = block_start + opt_.block;
     const bool first = global_step_ == 0;
-    for (int p = block_start; p < block_end; ++p) {
+    const int n0 = opt_.revise.on ? P_ : block_start;
+    for (int p = n0; p < block_end; ++p) {
         if (state_[p] == TokenState::Masked || state_[p] == TokenState::Draft) need_.push_back(p);
     }
-    // Committed positions whose slot does not hold their token's K/V yet.
-    int n_stale = 0;
-    for (int p = 0; p < L_ && !first; ++p) {
+    // Committed positions whose slot does not hold their token's K/V yet (a revised token's
+    // K/V are the CPU path's to recompute).
+    auto stale_at = [&](int p) {
         const bool committed = state_[p] == TokenState::Visible || state_[p] == TokenState::Stable;
-        n_stale += committed && kv_tok_[p] != x[p];
-    }
+        return committed && kv_tok_[p] != x[p] && !needs_lane_refresh_[p];
+    };
+    int n_stale = 0;
+    for (int p = 0; p < L_ && !first; ++p)
+        n_stale += stale_at(p);
     if (cfg_.speculate) {
         int available = 0;
         for (int p = block_end; p < L_; ++p)
@@ -286,7 +335,7 @@ void Generator::plan_need() {
             il += is_look;
             const bool committed =
                 state_[p] == TokenState::Visible || state_[p] == TokenState::Stable;
-            const bool stale = committed && kv_tok_[p] != x[p];
+            const bool stale = stale_at(p);
             if (!(first || is_need || is_look || stale)) continue;
             if (s == 0 && stale && !first) stale_.push_back(p);
             int32_t tok = committed ? x[p] : ids_.mask;
@@ -393,6 +442,8 @@ void Generator::commit(int p, int32_t tok) {
     state_[p] = tok == ids_.mask ? TokenState::Masked : TokenState::Visible;
     draft_tok_[p] = -1;
     committed_.push_back(p);
+    if (commit_step_[p] < 0) commit_step_[p] = global_step_;
+    streak_[p] = 0;
 }
 
 int Generator::scheduled_commits() const {
@@ -434,7 +485,10 @@ void Generator::decide(StepInfo& info, int n_need) {
     }
     // The commit rule over the block's positions that are still masked.
     const int scheduled = scheduled_commits();
-    if (!cfg_.exact_reference && i > opt_.block + steps_per_block_) {
+    const int remask_allowance = opt_.revise.on && opt_.revise.mode == ReviseMode::Remask
+                                     ? opt_.gen * opt_.revise.budget
+                                     : 0;
+    if (!cfg_.exact_reference && i > opt_.block + steps_per_block_ + remask_allowance) {
         throw Error("decoding made no progress in block " + std::to_string(b) +
                     ": the model predicts only the mask token");
     }
@@ -496,47 +550,62 @@ void Generator::replay(StepInfo& info) {
     }
 }
 
-void Generator::apply(std::span<const RowPrediction> preds) {
+void Generator::apply(std::span<const RowPrediction> preds,
+                      std::span<const RowPrediction> cpu_preds) {
     assert(!done_);
     const int n_need = static_cast<int>(need_.size());
     const int n_pred = n_need + static_cast<int>(look_.size());
     assert(static_cast<int>(preds.size()) == n_pred * n_seq());
-    predict(preds, n_pred);
-    const int i = step_in_block_;
-    const int b = block_;
+    assert(cpu_preds.size() == checks_.size());
     StepInfo info;
     info.step = global_step_;
-    info.block = b;
-    info.step_in_block = i;
-    info.lookahead = static_cast<int>(look_.size());
+    info.block = std::min(block_, n_blocks_ - 1);
+    info.step_in_block = step_in_block_;
+    info.dense = req_.dense;
     committed_.clear();
-    // The lookahead rows' candidates apart: the commit rule ranks the block's positions only.
-    look_cand_.assign(cand_.begin() + n_need, cand_.end());
-    cand_.resize(static_cast<size_t>(n_need));
-    if (opt_.replay != nullptr) {
-        replay(info);
-    } else {
-        decide(info, n_need);
+    if (req_.dense) {
+        predict(preds, n_pred);
+        info.lookahead = static_cast<int>(look_.size());
+        // The lookahead rows' candidates apart: the commit rule ranks the block's positions.
+        look_cand_.assign(cand_.begin() + n_need, cand_.end());
+        cand_.resize(static_cast<size_t>(n_need));
+        if (opt_.replay != nullptr) {
+            replay(info);
+        } else {
+            decide(info, n_need);
+        }
+        // Lookahead predictions become (or replace) drafts.
+        for (size_t r = 0; r < look_.size(); ++r) {
+            const int p = look_[r];
+            state_[p] = TokenState::Draft;
+            draft_tok_[p] = look_cand_[r].token;
+            // A replay on a timing-only device predicts placeholders: keep drafts committable.
+            const int32_t V = static_cast<int32_t>(model_.hparams().n_vocab);
+            if (opt_.replay &&
+                (draft_tok_[p] < 0 || draft_tok_[p] >= V || draft_tok_[p] == ids_.mask))
+                draft_tok_[p] = (ids_.mask + 1) % V;
+            draft_conf_[p] = look_cand_[r].confidence;
+            ++info.drafts_proposed;
+        }
+        commits_ += static_cast<int64_t>(committed_.size());
+        commit_steps_ += 1;
     }
-    // Lookahead predictions become (or replace) drafts.
-    for (size_t r = 0; r < look_.size(); ++r) {
-        const int p = look_[r];
-        state_[p] = TokenState::Draft;
-        draft_tok_[p] = look_cand_[r].token;
-        // A replay on a timing-only device predicts placeholders: keep drafts committable.
-        const int32_t V = static_cast<int32_t>(model_.hparams().n_vocab);
-        if (opt_.replay && (draft_tok_[p] < 0 || draft_tok_[p] >= V || draft_tok_[p] == ids_.mask))
-            draft_tok_[p] = (ids_.mask + 1) % V;
-        draft_conf_[p] = look_cand_[r].confidence;
-        ++info.drafts_proposed;
-    }
-    // The cache slots the step wrote now hold K/V of the rows' input tokens.
+    info.committed = static_cast<int>(committed_.size());
+    // The cache slots the step wrote (both paths: the merge) now hold K/V of the rows' tokens.
     for (const RowRequest& row : req_.rows) {
         if (row.seq == 0 && row.slot >= 0) kv_tok_[row.slot] = row.token;
     }
-    commits_ += static_cast<int64_t>(committed_.size());
-    commit_steps_ += 1;
-    info.committed = static_cast<int>(committed_.size());
+    // The merge: a slot both paths wrote keeps the dense path's K/V.
+    for (const RowRequest& row : req_.cpu_rows) {
+        if (row.slot >= 0 && !row.own_key && !dense_writes_[row.slot])
+            kv_tok_[row.slot] = row.token;
+    }
+    for (int p : lane_refresh_)
+        needs_lane_refresh_[p] = kv_tok_[p] != res_.canvas[p];
+    if (opt_.revise.on) {
+        revise(cpu_preds, info);
+        stabilise(info);
+    }
     info.rows = static_cast<int64_t>(req_.rows.size());
     for (const RowRequest& row : req_.rows) {
         if (row.seq != 0) continue;
@@ -552,17 +621,17 @@ void Generator::apply(std::span<const RowPrediction> preds) {
     info.rows_device = info.rows;
     info.lm_head_rows = static_cast<int64_t>(preds.size());
     res_.rows_device += info.rows;
-    res_.stats.forwards += 1;
+    if (req_.dense) res_.stats.forwards += 1;
     res_.stats.rows += info.rows;
     res_.stats.lm_head_rows += info.lm_head_rows;
     res_.drafts_proposed += info.drafts_proposed;
     res_.drafts_accepted += info.drafts_accepted;
     res_.drafts_rejected += info.drafts_rejected;
     res_.drafts_accepted_early += info.drafts_accepted_early;
-    ++step_in_block_;
+    if (req_.dense) ++step_in_block_;
     ++global_step_;
     // Advance past every block that is over.
-    for (;;) {
+    while (!blocks_done_) {
         const bool over =
             cfg_.exact_reference ? step_in_block_ >= steps_per_block_ : block_masked() == 0;
         if (!over) break;
@@ -570,7 +639,7 @@ void Generator::apply(std::span<const RowPrediction> preds) {
         ++block_;
         step_in_block_ = 0;
         if (block_ >= n_blocks_ || res_.stopped_early) {
-            done_ = true;
+            blocks_done_ = true;
             break;
         }
         start_block();
@@ -591,7 +660,129 @@ void Generator::apply(std::span<const RowPrediction> preds) {
                 break;
         }
     }
+    // Under revision the generation ends when every token is stable; a remask after the last
+    // block cannot happen (lane-only steps replace), so blocks_done_ stays true then.
+    done_ = blocks_done_ && !(opt_.revise.on && info.n_visible > 0);
     res_.steps.push_back(info);
+    if (done_ && opt_.revise.on) finish_revision();
+}
+
+// The CPU path's rows (docs/step-engine.md, "Progressive revision"): a K/V refresh of every
+// committed position whose cached K/V are not of its token (so that the shadow rows see every
+// committed token), then a shadow row per Visible token.
+void Generator::plan_revision() {
+    req_.cpu_rows.clear();
+    checks_.clear();
+    lane_refresh_.clear();
+    std::fill(dense_writes_.begin(), dense_writes_.end(), false);
+    for (const RowRequest& row : req_.rows) {
+        if (row.seq == 0 && row.slot >= 0) dense_writes_[row.slot] = true;
+    }
+    const auto& x = res_.canvas;
+    for (int p = 0; p < L_; ++p) {
+        const bool committed = state_[p] == TokenState::Visible || state_[p] == TokenState::Stable;
+        if (!committed || kv_tok_[p] == x[p]) continue;
+        lane_refresh_.push_back(p);
+        req_.cpu_rows.push_back({x[p], p, 0, p, -1, false});
+    }
+    // A check row: the mask at p, blind to p's key, seeing its own mask key instead (its K/V go
+    // to a scratch slot past the canvas, which no other row attends to).
+    for (int p = P_; p < L_; ++p) {
+        if (state_[p] != TokenState::Visible) continue;
+        const int32_t scratch = L_ + static_cast<int32_t>(checks_.size());
+        checks_.push_back(p);
+        req_.cpu_rows.push_back({ids_.mask, p, 0, scratch, p, true, true});
+    }
+}
+
+// The revision rule over this step's checks, in position order.
+void Generator::revise(std::span<const RowPrediction> cpu_preds, StepInfo& info) {
+    const ReviseOptions& ro = opt_.revise;
+    auto& x = res_.canvas;
+    const int64_t V = model_.hparams().n_vocab;
+    auto& rv = res_.revision;
+    info.checks = static_cast<int>(checks_.size());
+    info.refreshes = static_cast<int>(lane_refresh_.size());
+    rv.checks += info.checks;
+    rv.refreshes += info.refreshes;
+    if (!req_.dense) ++rv.lane_only_steps;
+    // A remask after the last block would need another dense forward: replace instead.
+    const bool remask = ro.mode == ReviseMode::Remask && req_.dense;
+    for (size_t i = 0; i < checks_.size(); ++i) {
+        const int p = checks_[i];
+        const int32_t t = x[p];
+        int32_t top = t;
+        bool flag = false;
+        float q = 0.0f;
+        if (opt_.replay != nullptr) {
+            // A replay revises at the trace's rate per check; every other check passes.
+            replay_revisions_ += replay_revision_rate_;
+            flag = replay_revisions_ >= 1.0;
+            if (flag) replay_revisions_ -= 1.0;
+            top = (t + 1) % static_cast<int32_t>(V);
+            if (top == ids_.mask) top = (top + 1) % static_cast<int32_t>(V);
+            q = flag ? 0.0f : 1.0f;
+        } else {
+            const float* row = cpu_preds[i].logits;
+            assert(row != nullptr);
+            const Candidate c = pick_candidate(row, V, 0.0, *noise_, 0, ids_.mask);
+            q = softmax_prob(row, V, t);
+            top = c.token;
+            flag = (top != t && c.confidence - q >= ro.margin) || q < ro.floor;
+        }
+        if (!flag) {
+            streak_[p] = q >= ro.stable ? streak_[p] + 1 : 0;
+            continue;
+        }
+        streak_[p] = 0;
+        if (remask) {
+            res_.revision_events.push_back({p, t, ids_.mask, global_step_});
+            x[p] = ids_.mask;
+            state_[p] = TokenState::Masked;
+            ++info.remasked;
+            ++rv.remasks;
+        } else if (top != t && top >= 0) {
+            res_.revision_events.push_back({p, t, top, global_step_});
+            x[p] = top;
+            needs_lane_refresh_[p] = true;
+            ++info.revised;
+            ++rv.revisions;
+            committed_.push_back(p);
+        }
+    }
+}
+
+// A Visible token turns Stable once its checks passed stable_k times in a row or its budget is
+// spent, and every earlier position is stable.
+void Generator::stabilise(StepInfo& info) {
+    const ReviseOptions& ro = opt_.revise;
+    for (int p = P_; p < L_; ++p) {
+        if (state_[p] == TokenState::Stable) continue;
+        if (state_[p] != TokenState::Visible) break;
+        const int age = global_step_ - commit_step_[p];
+        if (streak_[p] < ro.stable_k && age < ro.budget) break;
+        state_[p] = TokenState::Stable;
+        ++info.stabilised;
+        ++res_.revision.stabilised;
+        res_.revision.commit_to_stable_steps += age;
+    }
+}
+
+// Counts each revision against the final canvas.
+void Generator::finish_revision() {
+    auto& rv = res_.revision;
+    for (const RevisionEvent& e : res_.revision_events) {
+        const int32_t fin = res_.canvas[e.pos];
+        if (e.to == ids_.mask) {
+            ++(e.from == fin ? rv.remasks_of_right : rv.remasks_of_wrong);
+        } else if (e.from == fin) {
+            ++rv.right_to_wrong;
+        } else if (e.to == fin) {
+            ++rv.wrong_to_right;
+        } else {
+            ++rv.wrong_to_wrong;
+        }
+    }
 }
 
 void Generator::record_cost(int64_t device_rows, double ms) {
@@ -599,6 +790,22 @@ void Generator::record_cost(int64_t device_rows, double ms) {
     res_.rows_device += device_rows - s.rows_device;
     s.rows_device = device_rows;
     s.ms = ms;
+}
+
+void Generator::record_lane_cost(const LaneCost& c) {
+    StepInfo& s = res_.steps.back();
+    auto& rv = res_.revision;
+    s.cpu_ms = c.cpu_ms;
+    s.exposed_ms = c.exposed_ms;
+    s.proj_dense_ms = c.proj_dense_ms;
+    s.proj_cpu_ms = c.proj_cpu_ms;
+    s.proj_merge_ms = c.proj_merge_ms;
+    rv.cpu_ms += c.cpu_ms;
+    rv.exposed_ms += c.exposed_ms;
+    rv.proj_dense_ms += c.proj_dense_ms;
+    rv.proj_cpu_ms += c.proj_cpu_ms;
+    rv.proj_merge_ms += c.proj_merge_ms;
+    rv.proj_step_ms += std::max(c.proj_dense_ms, c.proj_cpu_ms) + c.proj_merge_ms;
 }
 
 GenerateResult Generator::take_result() {

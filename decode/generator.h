@@ -51,12 +51,21 @@ struct RowRequest {
     int32_t slot = -1;
     int32_t exclude = -1;
     bool predict = false;  // the row's prediction is needed (it goes through the LM head)
+    // Attends to its own K/V (written to `slot`, a scratch slot beyond kv_len) in place of
+    // `exclude`: a revision check sees a mask at its position (runtime::Batch::own_key).
+    bool own_key = false;
 };
 
 struct StepRequest {
     std::vector<RowRequest> rows;
     std::vector<int32_t> kv_len;  // per own sequence
     bool need_logits = false;     // vocabulary-wide logits rows (T > 0, CFG, --full-logits)
+    // Progressive revision: the CPU path's rows (K/V refreshes of revised tokens, then one
+    // shadow row per Visible token). They run against the cache as the previous step left it;
+    // their predictions are always logits rows (the rule needs the committed token's own
+    // probability). `dense` is false on a step with no dense rows (revision after the last block).
+    std::vector<RowRequest> cpu_rows;
+    bool dense = true;
 };
 
 // The output of one predicted row: its logits row, or the fused head's statistics.
@@ -78,13 +87,22 @@ class Generator {
 
     // The rows of the next step (valid until the next call). Call only while !done().
     const StepRequest& plan_step();
-    // The predictions of the planned rows with predict = true, in their order; performs the
-    // step's commits, drafts, acceptances and rejections, and advances blocks.
-    void apply(std::span<const RowPrediction> preds);
+    // The predictions of the planned rows with predict = true, in their order (dense rows in
+    // `preds`, CPU-path rows in `cpu_preds`); performs the step's commits, drafts, acceptances
+    // and rejections, then the revision decisions, and advances blocks.
+    void apply(std::span<const RowPrediction> preds, std::span<const RowPrediction> cpu_preds = {});
 
     // Set by the scheduler after each forward: rows the device computed for this generation
     // (tile padding included, shared padding split by rows) and the step's wall time.
     void record_cost(int64_t device_rows, double ms);
+    // The two paths' times of the last step (progressive revision).
+    struct LaneCost {
+        double cpu_ms = 0.0, exposed_ms = 0.0;
+        double proj_dense_ms = 0.0, proj_cpu_ms = 0.0, proj_merge_ms = 0.0;
+    };
+    void record_lane_cost(const LaneCost& c);
+    bool revising() const { return opt_.revise.on; }
+    const ReviseOptions& revise_options() const { return opt_.revise; }
 
     const GenerateResult& result() const { return res_; }
     GenerateResult take_result();
@@ -115,6 +133,10 @@ class Generator {
     int block_masked() const;
     void finish_block();
     void start_block();
+    void plan_revision();
+    void revise(std::span<const RowPrediction> cpu_preds, StepInfo& info);
+    void stabilise(StepInfo& info);
+    void finish_revision();
 
     const model::Model& model_;
     GenerateOptions opt_;
@@ -128,7 +150,8 @@ class Generator {
     int P_ = 0, L_ = 0, n_blocks_ = 0, steps_per_block_ = 0;
     int block_ = 0, step_in_block_ = 0, global_step_ = 0;
     bool done_ = false;
-    GenerateResult res_;  // its canvas is the generation's token per position
+    bool blocks_done_ = false;  // every block decoded (revision may go on)
+    GenerateResult res_;        // its canvas is the generation's token per position
     std::vector<TokenState> state_;
     std::vector<bool> prompt_index_;
     std::vector<int32_t> draft_tok_;
@@ -150,6 +173,15 @@ class Generator {
     // Running estimates for the lookahead chooser.
     int64_t drafts_evaluated_ = 0, drafts_accepted_ = 0, drafts_early_ = 0;
     int64_t commits_ = 0, commit_steps_ = 0;
+    // Progressive revision.
+    std::vector<int32_t> checks_;           // Visible positions the CPU path checks this step
+    std::vector<int32_t> lane_refresh_;     // revised positions whose K/V the CPU path recomputes
+    std::vector<bool> needs_lane_refresh_;  // per position: revised, K/V not recomputed yet
+    std::vector<int> commit_step_;          // global step of each position's last commit
+    std::vector<int> streak_;               // consecutive passing checks
+    std::vector<bool> dense_writes_;        // scratch: slots the dense rows write this step
+    // Replay: revisions per check from the trace, and the running count.
+    double replay_revision_rate_ = 0.0, replay_revisions_ = 0.0;
 };
 
 }  // namespace llada::decode

@@ -35,6 +35,29 @@ const char* token_state_name(TokenState s);
 enum class DraftInput { Mask, Token };
 const char* remasking_name(Remasking r);
 
+// Progressive revision (docs/step-engine.md, "Progressive revision"): committed tokens stay
+// Visible and are re-checked every step by a shadow row (the mask at their position, blind to
+// their own key) on a CPU path beside the dense window, until they are Stable.
+enum class ReviseMode {
+    Replace,  // a revised token becomes the shadow row's argmax (stays Visible)
+    Remask,   // a revised token returns to masked (the commit rule takes it again)
+};
+struct ReviseOptions {
+    bool on = false;
+    ReviseMode mode = ReviseMode::Replace;
+    // Revised when the shadow's argmax beats the token by >= margin in probability, or the
+    // token's own re-evaluated probability falls below floor.
+    double margin = 0.5;
+    double floor = 0.02;
+    // Stable after stable_k consecutive checks with re-evaluated probability >= stable, or
+    // `budget` steps after its (last) commit; never before every earlier position is stable.
+    double stable = 0.9;
+    int stable_k = 2;
+    int budget = 8;
+    int threads = 1;      // the CPU path's own thread pool
+    bool serial = false;  // run the CPU path after the dense forward on the calling thread
+};
+
 // Special token ids a policy needs.
 struct TokenIds {
     int32_t mask = -1;
@@ -89,6 +112,7 @@ struct GenerateOptions {
     // share of its drafts, as the trace's step did; the windows follow from the policy's own
     // rules. Predictions only supply the tokens (any non-mask token on a timing-only device).
     const DecisionTrace* replay = nullptr;
+    ReviseOptions revise;
 };
 
 // One denoising step as it happened.
@@ -110,6 +134,14 @@ struct StepInfo {
     int n_masked = 0, n_draft = 0, n_visible = 0, n_stable = 0;  // generated positions by state
     // The window's rows by the state of their position (first sequence).
     int rows_masked = 0, rows_draft = 0, rows_committed = 0;
+    // Progressive revision: the CPU path's rows (shadow checks + K/V refreshes of revised
+    // tokens), what the checks decided, and the two paths' times.
+    int checks = 0, refreshes = 0;
+    int revised = 0, remasked = 0, stabilised = 0;
+    bool dense = true;        // false: a step of the CPU path alone (after the last block)
+    double cpu_ms = 0.0;      // host wall time of the CPU path's forward
+    double exposed_ms = 0.0;  // of which the dense path waited for (not hidden behind it)
+    double proj_dense_ms = 0.0, proj_cpu_ms = 0.0, proj_merge_ms = 0.0;  // projected (npu-sim)
 };
 
 // What a live view needs after each step.
@@ -126,6 +158,11 @@ struct StepEvent {
 };
 using StepCallback = std::function<void(const StepEvent&)>;
 
+// A token the revision rule changed: `to` is the mask id for a remask.
+struct RevisionEvent {
+    int32_t pos = 0, from = 0, to = 0, step = 0;
+};
+
 struct GenerateResult {
     std::vector<int32_t> canvas;  // prompt + generated positions
     int prompt_len = 0;
@@ -136,6 +173,19 @@ struct GenerateResult {
     int64_t rows_device = 0;     // rows the device computed (tile padding included)
     int64_t drafts_proposed = 0, drafts_accepted = 0, drafts_rejected = 0;
     int64_t drafts_accepted_early = 0;  // accepted below the commit rule's bar
+    // Progressive revision, against the final canvas: a replacement that turned a token that
+    // ends right into another (right_to_wrong) or a wrong one into the final (wrong_to_right);
+    // remasks of a token that was (not) the final one.
+    struct Revision {
+        int64_t checks = 0, refreshes = 0, lane_only_steps = 0;
+        int64_t revisions = 0, right_to_wrong = 0, wrong_to_right = 0, wrong_to_wrong = 0;
+        int64_t remasks = 0, remasks_of_right = 0, remasks_of_wrong = 0;
+        int64_t stabilised = 0, commit_to_stable_steps = 0;  // sum over stabilised tokens
+        double cpu_ms = 0.0, exposed_ms = 0.0;
+        double proj_dense_ms = 0.0, proj_cpu_ms = 0.0, proj_merge_ms = 0.0;
+        double proj_step_ms = 0.0;  // sum over steps of max(dense, cpu) + merge
+    } revision;
+    std::vector<RevisionEvent> revision_events;  // in order
 
     // The generated ids, prompt excluded.
     std::vector<int32_t> generated() const;

@@ -5,18 +5,59 @@
 #include <cassert>
 #include <chrono>
 
+#include "npu/profile.h"
 #include "util/error.h"
 
 namespace llada::decode {
 
+void Scheduler::Rows::clear() {
+    tokens.clear();
+    pos.clear();
+    seq.clear();
+    slot.clear();
+    exclude.clear();
+    own_key.clear();
+    out_rows.clear();
+}
+
+void Scheduler::Rows::reserve(size_t n) {
+    tokens.reserve(n);
+    pos.reserve(n);
+    seq.reserve(n);
+    slot.reserve(n);
+    exclude.reserve(n);
+    own_key.reserve(n);
+    out_rows.reserve(n);
+}
+
+void Scheduler::Rows::add(const RowRequest& r, int32_t cache_seq) {
+    if (r.predict) out_rows.push_back(static_cast<int32_t>(tokens.size()));
+    tokens.push_back(r.token);
+    pos.push_back(r.pos);
+    seq.push_back(cache_seq);
+    slot.push_back(r.slot);
+    exclude.push_back(r.exclude);
+    own_key.push_back(r.own_key ? 1 : 0);
+}
+
+runtime::Batch Scheduler::Rows::batch(const int32_t* kv_len) const {
+    return {static_cast<int64_t>(tokens.size()),
+            tokens.data(),
+            pos.data(),
+            seq.data(),
+            static_cast<int64_t>(out_rows.size()),
+            out_rows.data(),
+            kv_len,
+            slot.data(),
+            exclude.data(),
+            std::any_of(own_key.begin(), own_key.end(), [](int32_t k) { return k != 0; })
+                ? own_key.data()
+                : nullptr};
+}
+
 Scheduler::Scheduler(model::Session& session) : s_(session) {
     const size_t rows = static_cast<size_t>(session.max_rows());
-    tokens_.reserve(rows);
-    pos_.reserve(rows);
-    seq_.reserve(rows);
-    slot_.reserve(rows);
-    exclude_.reserve(rows);
-    out_rows_.reserve(rows);
+    dense_.reserve(rows);
     preds_.reserve(rows);
     kv_len_.assign(session.n_seq(), 1);
 }
@@ -37,6 +78,26 @@ void Scheduler::add(Generator& g) {
         throw Error("the KV cache has " + std::to_string(s_.kv().n_free()) +
                     " free sequences; the generation needs " + std::to_string(g.n_seq()));
     }
+    if (g.revising() && !lane_) {
+        // The CPU path is projected onto the CPU beside the dense device when that is projected.
+        runtime::CpuDeviceOptions dev;
+        if (const runtime::DeviceReport* rep = s_.device().report(); rep && rep->projected) {
+            const npu::Profile p = npu::find_profile(rep->profile);
+            dev.projection_profile = p.kind == npu::Profile::Kind::Cpu ? p.name : p.cpu_profile;
+            dev.timing_only = !rep->functional;
+            if (dev.projection_profile.empty()) {
+                throw Error("--revise on profile " + rep->profile +
+                            ": it names no CPU profile to project the CPU path on");
+            }
+        }
+        const ReviseOptions& ro = g.revise_options();
+        lane_ = std::make_unique<CpuLane>(s_.model(), s_.kv(), ro.threads, s_.options(), dev,
+                                          ro.serial);
+        const size_t rows = 2 * static_cast<size_t>(s_.n_seq()) * s_.n_pos();
+        lane_rows_.reserve(rows);
+        lane_preds_.reserve(rows);
+        dense_written_.assign(static_cast<size_t>(s_.n_seq()) * s_.n_pos(), 0);
+    }
     Entry e{&g, {-1, -1}};
     for (int k = 0; k < g.n_seq(); ++k)
         e.seq[k] = s_.kv().acquire();
@@ -53,71 +114,112 @@ void Scheduler::remove(Generator& g) {
     }
 }
 
+void Scheduler::merge(const runtime::Batch& dense, const runtime::Batch* lane,
+                      Generator::LaneCost& lc) {
+    runtime::KvCache& main = s_.kv();
+    runtime::KvCache& mirror = lane_->kv();
+    ++merge_stamp_;
+    size_t bytes = 0;
+    for (int64_t r = 0; r < dense.n_rows; ++r) {
+        if (dense.slot[r] < 0) continue;
+        bytes += mirror.copy_slot_from(main, dense.seq[r], dense.slot[r]);
+        dense_written_[static_cast<size_t>(dense.seq[r]) * main.n_pos() + dense.slot[r]] =
+            merge_stamp_;
+    }
+    for (int64_t r = 0; lane && r < lane->n_rows; ++r) {
+        if (lane->slot[r] < 0 || lane->own_key_of(r)) continue;  // scratch slots stay
+        const size_t i = static_cast<size_t>(lane->seq[r]) * main.n_pos() + lane->slot[r];
+        if (dense_written_[i] == merge_stamp_) {
+            bytes += mirror.copy_slot_from(main, lane->seq[r], lane->slot[r]);
+        } else {
+            bytes += main.copy_slot_from(mirror, lane->seq[r], lane->slot[r]);
+        }
+    }
+    if (lane_->copy_gbps() > 0.0)
+        lc.proj_merge_ms = static_cast<double>(bytes) / (lane_->copy_gbps() * 1e6);
+}
+
 bool Scheduler::step() {
-    const auto t0 = std::chrono::steady_clock::now();
-    tokens_.clear();
-    pos_.clear();
-    seq_.clear();
-    slot_.clear();
-    exclude_.clear();
-    out_rows_.clear();
+    using clock = std::chrono::steady_clock;
+    auto ms_since = [](clock::time_point t) {
+        return std::chrono::duration<double, std::milli>(clock::now() - t).count();
+    };
+    const auto t0 = clock::now();
+    dense_.clear();
+    lane_rows_.clear();
     bool need_logits = false, any = false;
     for (Entry& e : live_) {
-        e.n_rows = e.n_pred = 0;
-        if (e.g->done()) continue;
+        e.n_rows = e.n_pred = e.n_lane_pred = 0;
+        e.planned = !e.g->done();
+        if (!e.planned) continue;
         any = true;
         const StepRequest& req = e.g->plan_step();
         need_logits = need_logits || req.need_logits;
-        e.first_row = tokens_.size();
-        e.first_pred = out_rows_.size();
-        for (const RowRequest& r : req.rows) {
-            if (r.predict) out_rows_.push_back(static_cast<int32_t>(tokens_.size()));
-            tokens_.push_back(r.token);
-            pos_.push_back(r.pos);
-            seq_.push_back(e.seq[r.seq]);
-            slot_.push_back(r.slot);
-            exclude_.push_back(r.exclude);
-        }
+        e.first_row = dense_.tokens.size();
+        e.first_pred = dense_.out_rows.size();
+        for (const RowRequest& r : req.rows)
+            dense_.add(r, e.seq[r.seq]);
+        e.first_lane_pred = lane_rows_.out_rows.size();
+        for (const RowRequest& r : req.cpu_rows)
+            lane_rows_.add(r, e.seq[r.seq]);
         for (int k = 0; k < e.g->n_seq(); ++k)
             kv_len_[e.seq[k]] = req.kv_len[k];
-        e.n_rows = tokens_.size() - e.first_row;
-        e.n_pred = out_rows_.size() - e.first_pred;
+        e.n_rows = dense_.tokens.size() - e.first_row;
+        e.n_pred = dense_.out_rows.size() - e.first_pred;
+        e.n_lane_pred = lane_rows_.out_rows.size() - e.first_lane_pred;
     }
     if (!any) return false;
-    const runtime::Batch batch{static_cast<int64_t>(tokens_.size()),
-                               tokens_.data(),
-                               pos_.data(),
-                               seq_.data(),
-                               static_cast<int64_t>(out_rows_.size()),
-                               out_rows_.data(),
-                               kv_len_.data(),
-                               slot_.data(),
-                               exclude_.data()};
+    const runtime::Batch batch = dense_.batch(kv_len_.data());
+    const runtime::Batch lane_batch = lane_rows_.batch(kv_len_.data());
+    const bool lane = lane_batch.n_rows > 0;
+    // The CPU path starts first, so that it runs while the dense forward does.
+    if (lane) lane_->start(lane_batch);
     const runtime::DeviceReport* rep = s_.device().report();
     const int64_t padded_before = rep ? rep->padded_rows : 0;
-    preds_.assign(out_rows_.size(), {});
+    const double proj_before = rep ? rep->projected_ms() : 0.0;
+    preds_.assign(dense_.out_rows.size(), {});
     const int64_t V = s_.model().hparams().n_vocab;
-    if (need_logits) {
+    if (batch.n_rows > 0 && need_logits) {
         const float* logits = s_.forward(batch);
         for (size_t i = 0; i < preds_.size(); ++i)
             preds_[i].logits = logits + static_cast<int64_t>(i) * V;
-    } else {
+    } else if (batch.n_rows > 0) {
         const kernels::RowStats* st = s_.forward_stats(batch);
         for (size_t i = 0; i < preds_.size(); ++i)
             preds_[i].stats = st + i;
     }
     const int64_t device_rows = rep ? rep->padded_rows - padded_before : batch.n_rows;
-    for (Entry& e : live_) {
-        if (e.n_rows == 0) continue;
-        e.g->apply({preds_.data() + e.first_pred, e.n_pred});
+    Generator::LaneCost lc;
+    lc.proj_dense_ms = rep && rep->projected ? rep->projected_ms() - proj_before : 0.0;
+    if (lane) {
+        const auto t_wait = clock::now();
+        const float* logits = lane_->wait();
+        lc.exposed_ms = lane_->serial() ? lane_->last_ms() : ms_since(t_wait);
+        lc.cpu_ms = lane_->last_ms();
+        lc.proj_cpu_ms = lane_->last_projected_ms();
+        lane_preds_.assign(lane_rows_.out_rows.size(), {});
+        for (size_t i = 0; i < lane_preds_.size(); ++i)
+            lane_preds_[i].logits = logits + static_cast<int64_t>(i) * V;
+        // The merge: each cache takes the slots the other path wrote this step; a slot both
+        // wrote keeps the dense path's K/V.
+        merge(batch, &lane_batch, lc);
+    } else if (lane_) {
+        // No CPU-path rows this step: the mirror still takes what the dense rows wrote.
+        merge(batch, nullptr, lc);
     }
-    const double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    for (Entry& e : live_) {
+        if (!e.planned) continue;
+        e.g->apply({preds_.data() + e.first_pred, e.n_pred},
+                   {lane_preds_.data() + e.first_lane_pred, e.n_lane_pred});
+    }
+    const double ms = ms_since(t0);
     // Padding is shared: each generation is charged its share by rows.
     for (Entry& e : live_) {
-        if (e.n_rows == 0) continue;
-        const int64_t share = static_cast<int64_t>(e.n_rows) * device_rows / batch.n_rows;
+        if (!e.planned) continue;
+        const int64_t share =
+            batch.n_rows > 0 ? static_cast<int64_t>(e.n_rows) * device_rows / batch.n_rows : 0;
         e.g->record_cost(share, ms);
+        if (e.g->revising()) e.g->record_lane_cost(lc);
     }
     return true;
 }

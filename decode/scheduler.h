@@ -2,10 +2,15 @@
 // rows of every live generation into one runtime::Batch (each generation on KV cache sequences
 // of its own), runs one forward, and hands each generation its rows' predictions back. Test-time
 // scaling and the server put several generations here; a single generation is the common case.
+// Generations with progressive revision also hand it CPU-path rows: they run on a CpuLane
+// (decode/cpu_lane.h) concurrently with the dense forward, and the slots each path wrote are
+// merged into the other's cache when both are done (the step boundary).
 #pragma once
 
+#include <memory>
 #include <vector>
 
+#include "decode/cpu_lane.h"
 #include "decode/generator.h"
 #include "model/model.h"
 
@@ -33,12 +38,27 @@ class Scheduler {
         Generator* g;
         int seq[2];
         size_t first_row = 0, n_rows = 0, first_pred = 0, n_pred = 0;
+        size_t first_lane_pred = 0, n_lane_pred = 0;
+        bool planned = false;  // had a step this forward
+    };
+    // One forward's arrays, reused.
+    struct Rows {
+        std::vector<int32_t> tokens, pos, seq, slot, exclude, own_key, out_rows;
+        void clear();
+        void reserve(size_t n);
+        void add(const RowRequest& r, int32_t seq);
+        runtime::Batch batch(const int32_t* kv_len) const;
     };
     model::Session& s_;
     std::vector<Entry> live_;
-    // One forward's arrays, reused.
-    std::vector<int32_t> tokens_, pos_, seq_, slot_, exclude_, out_rows_, kv_len_;
-    std::vector<RowPrediction> preds_;
+    Rows dense_, lane_rows_;
+    std::vector<int32_t> kv_len_;
+    std::vector<RowPrediction> preds_, lane_preds_;
+    std::unique_ptr<CpuLane> lane_;  // made when the first revising generation joins
+    // The step boundary's merge of the two caches (lane: null when the CPU path had no rows).
+    void merge(const runtime::Batch& dense, const runtime::Batch* lane, Generator::LaneCost& lc);
+    std::vector<int64_t> dense_written_;  // per (sequence, slot): the merge that saw a dense write
+    int64_t merge_stamp_ = 0;
 };
 
 }  // namespace llada::decode

@@ -44,4 +44,13 @@ bool replay_decision(const DecisionTrace& t, int n_blocks, int block_len, int b,
     return true;
 }
 
+double DecisionTrace::revision_rate() const {
+    int64_t checks = 0, revisions = 0;
+    for (const TraceStep& s : steps) {
+        checks += s.checks;
+        revisions += s.revised + s.remasked;
+    }
+    return checks > 0 ? static_cast<double>(revisions) / static_cast<double>(checks) : 0.0;
+}
+
 }  // namespace llada::decode

@@ -22,6 +22,8 @@ struct TraceStep {
     int lookahead = 0;       // lookahead rows in the window
     int rows = 0;            // window rows
     int rows_masked = 0, rows_draft = 0, rows_committed = 0;  // rows by the state of the position
+    // Progressive revision: the CPU path's checks, and the tokens they replaced or remasked.
+    int checks = 0, revised = 0, remasked = 0;
 };
 
 struct DecisionTrace {
@@ -33,6 +35,8 @@ struct DecisionTrace {
     std::vector<TraceStep> steps;
 
     int n_blocks() const { return block > 0 ? gen / block : 0; }
+    // Revisions (replacements and remasks) per check over the whole trace (0 without checks).
+    double revision_rate() const;
     int blocks_decoded() const { return steps.empty() ? 0 : steps.back().block + 1; }
 };
 

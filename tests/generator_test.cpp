@@ -717,3 +717,260 @@ TEST(RowAddressing, GatheringOutputRowsInTheLastLayerKeepsTheLogits) {
     }
     EXPECT_TRUE(gathered);
 }
+
+// Progressive revision's check row (the mask at p, key p excluded, its own mask key in its place)
+// against the PyTorch reference (train/make_shadow_fixtures.py, check-*.logits.f32), and against
+// an independent twin on the fp32 and fp16 caches: the plain row {mask at p, writing slot p}
+// after the canvas, which sees its own key at p through the ordinary attention kernels.
+TEST(RowAddressing, CheckRowsSeeTheirPositionAsMasked) {
+    const std::vector<int32_t> ps = {0, 5, 13, 23};
+    const int n = 24, k = static_cast<int>(ps.size());
+    for (const char* name : {"llada-mha", "llada-gqa-tied"}) {
+        SCOPED_TRACE(name);
+        auto m = model::Model::load((decode_dir() / (std::string(name) + ".gguf")).string());
+        const int64_t V = m->hparams().n_vocab;
+        std::ifstream f(decode_dir() / ("check-" + std::string(name) + ".logits.f32"),
+                        std::ios::binary);
+        ASSERT_TRUE(f) << "missing fixture: run train/make_shadow_fixtures.py";
+        std::vector<float> want(ps.size() * V);
+        f.read(reinterpret_cast<char*>(want.data()), static_cast<std::streamsize>(want.size() * 4));
+        ASSERT_EQ(f.gcount(), static_cast<std::streamsize>(want.size() * 4));
+        float scale = 0;
+        for (float w : want)
+            scale = std::max(scale, std::fabs(w));
+        runtime::ThreadPool pool(2);
+        auto dev = runtime::make_cpu_device(pool);
+        for (bool f16 : {false, true}) {
+            SCOPED_TRACE(f16 ? "fp16 cache" : "fp32 cache");
+            runtime::PlanOptions po;
+            po.kv_f16 = f16;
+            // Slots [n, 2n) take the check rows' own K/V, past the span every row attends to.
+            model::Session s(*m, *dev, 1, 2 * n, 2 * n, 2 * n, po);
+            Canvas c(n);
+            s.forward(c.batch());
+            std::vector<int32_t> tok(k, 258), pos = ps, seq(k, 0), slot(k), excl = ps, out(k),
+                own(k, 1);
+            for (int i = 0; i < k; ++i) {
+                out[i] = i;
+                slot[i] = n + i;
+            }
+            int32_t kv = n;
+            runtime::Batch b{k,          tok.data(), pos.data(),  seq.data(), k,
+                             out.data(), &kv,        slot.data(), excl.data(), own.data()};
+            const float* got = s.forward(b);
+            std::vector<float> checks(got, got + want.size());
+            if (!f16) {
+                float err = 0;
+                for (size_t i = 0; i < want.size(); ++i)
+                    err = std::max(err, std::fabs(checks[i] - want[i]));
+                EXPECT_LT(err, 1e-5f * scale);
+            }
+            // The twin, one position at a time on a fresh canvas each (it overwrites slot p).
+            for (int i = 0; i < k; ++i) {
+                model::Session t(*m, *dev, 1, n, n, n, po);
+                t.forward(c.batch());
+                int32_t mt = 258, mp = ps[i], ms = 0, mslot = ps[i], mo = 0, mkv = n;
+                runtime::Batch tb{1, &mt, &mp, &ms, 1, &mo, &mkv, &mslot, nullptr};
+                const float* twin = t.forward(tb);
+                float err = 0;
+                for (int64_t v = 0; v < V; ++v)
+                    err = std::max(err, std::fabs(twin[v] - checks[i * V + v]));
+                EXPECT_LT(err, 1e-5f * scale) << "position " << ps[i];
+            }
+        }
+        // The shadow row without its own key (the PyTorch shadow fixture) is far from it.
+        std::ifstream g(decode_dir() / ("shadow-" + std::string(name) + ".logits.f32"),
+                        std::ios::binary);
+        std::vector<float> shadow(want.size());
+        g.read(reinterpret_cast<char*>(shadow.data()),
+               static_cast<std::streamsize>(shadow.size() * 4));
+        float diff = 0;
+        for (size_t i = 0; i < want.size(); ++i)
+            diff = std::max(diff, std::fabs(shadow[i] - want[i]));
+        EXPECT_GT(diff, 1e-3f * scale);
+    }
+}
+
+// A check row must write beyond the span and exclude a key; the session says so by name.
+TEST(RowAddressing, CheckRowsInsideTheSpanAreRefused) {
+    auto m = model::Model::load((decode_dir() / "llada-mha.gguf").string());
+    runtime::ThreadPool pool(1);
+    auto dev = runtime::make_cpu_device(pool);
+    model::Session s(*m, *dev, 1, 48, 48, 48);
+    Canvas c(24);
+    s.forward(c.batch());
+    int32_t tok = 258, pos = 3, seq = 0, slot = 5, excl = 3, out = 0, kv = 24, own = 1;
+    runtime::Batch b{1, &tok, &pos, &seq, 1, &out, &kv, &slot, &excl, &own};
+    try {
+        s.forward(b);
+        FAIL() << "a check row writing inside the span was accepted";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("its own key"), std::string::npos) << e.what();
+    }
+}
+
+namespace {
+
+// Prompts of the hard sets (models/tasks/all-hard.jsonl), `per_task` of each task.
+std::vector<std::string> hard_prompts(int per_task) {
+    std::ifstream f(fs::path(LLADA_SOURCE_DIR) / "models" / "tasks" / "all-hard.jsonl");
+    std::map<std::string, int> taken;
+    std::vector<std::string> out;
+    std::string line;
+    while (std::getline(f, line)) {
+        const auto j = nlohmann::json::parse(line);
+        if (taken[j["task"]]++ < per_task) out.push_back(j["prompt"]);
+    }
+    return out;
+}
+
+decode::GenerateOptions revising(decode::GenerateOptions opt) {
+    opt.revise.on = true;
+    return opt;
+}
+
+// Per step: stable positions form a prefix of the generated region, never change, and at the
+// end everything is stable and nothing is masked.
+void expect_revision_invariants(const Trace& t, int prompt_len, const decode::TokenIds& ids) {
+    for (size_t i = 0; i < t.steps.size(); ++i) {
+        SCOPED_TRACE("step " + std::to_string(i));
+        bool prefix = true;
+        for (size_t p = prompt_len; p < t.canvas[i].size(); ++p) {
+            const bool stable = t.states[i][p] == decode::TokenState::Stable;
+            if (stable && !prefix && t.canvas[i][p] != ids.eos) {
+                ADD_FAILURE() << "position " << p << " is stable after a non-stable one";
+            }
+            prefix = prefix && stable;
+            if (i > 0 && t.states[i - 1][p] == decode::TokenState::Stable) {
+                EXPECT_EQ(t.states[i][p], decode::TokenState::Stable) << p;
+                EXPECT_EQ(t.canvas[i][p], t.canvas[i - 1][p]) << p;
+            }
+        }
+    }
+    for (size_t p = prompt_len; p < t.states.back().size(); ++p) {
+        EXPECT_EQ(t.states.back()[p], decode::TokenState::Stable) << p;
+        EXPECT_NE(t.canvas.back()[p], ids.mask) << p;
+    }
+}
+
+}  // namespace
+
+// With a margin no token can reach, no floor and immediate stability, revision only adds checks:
+// the tokens, the forwards and the dense rows are the policy's own.
+TEST(Revision, UnreachableMarginAndImmediateStabilityIsThePolicyWithoutRevision) {
+    Tiny tiny;
+    for (const char* policy : {"dual-cache", "threshold", "mbsd"}) {
+        for (const char* text : kPrompts) {
+            SCOPED_TRACE(std::string(policy) + " " + text);
+            auto opt = tiny.opt;
+            opt.threshold = 0.6;
+            if (std::string(policy) == "mbsd") opt.lookahead = 8;
+            auto rev = revising(opt);
+            rev.revise.margin = 2.0;
+            rev.revise.floor = 0.0;
+            rev.revise.stable_k = 0;
+            const auto prompt = tiny.prompt(text);
+            const Trace a = run(*tiny.lm.model, policy, opt, tiny.lm.ids, prompt);
+            const Trace b = run(*tiny.lm.model, policy, rev, tiny.lm.ids, prompt);
+            EXPECT_EQ(a.result.canvas, b.result.canvas);
+            EXPECT_EQ(a.result.stats.forwards, b.result.stats.forwards);
+            EXPECT_EQ(a.result.stats.rows, b.result.stats.rows);
+            EXPECT_EQ(b.result.revision.revisions + b.result.revision.remasks, 0);
+            EXPECT_EQ(b.result.revision.lane_only_steps, 0);
+        }
+    }
+}
+
+// At a low threshold the checks revise tokens (both variants), and stable tokens never change.
+TEST(Revision, RevisesAtALowThresholdAndStableTokensNeverChange) {
+    Tiny tiny;
+    for (auto mode : {decode::ReviseMode::Replace, decode::ReviseMode::Remask}) {
+        int64_t revised = 0, checks = 0;
+        for (const char* policy : {"dual-cache", "mbsd"}) {
+            for (const std::string& text : hard_prompts(3)) {
+                SCOPED_TRACE(std::string(policy) + " " + text);
+                auto opt = revising(tiny.opt);
+                opt.threshold = 0.3;
+                opt.revise.mode = mode;
+                if (std::string(policy) == "mbsd") opt.lookahead = 8;
+                const auto prompt = tiny.prompt(text);
+                const Trace t = run(*tiny.lm.model, policy, opt, tiny.lm.ids, prompt);
+                expect_revision_invariants(t, static_cast<int>(prompt.size()), tiny.lm.ids);
+                const auto& rv = t.result.revision;
+                revised += rv.revisions + rv.remasks;
+                checks += rv.checks;
+                EXPECT_EQ(rv.right_to_wrong + rv.wrong_to_right + rv.wrong_to_wrong,
+                          rv.revisions);
+                EXPECT_EQ(rv.remasks_of_right + rv.remasks_of_wrong, rv.remasks);
+                if (mode == decode::ReviseMode::Replace) EXPECT_EQ(rv.remasks, 0);
+                int64_t per_step = 0;
+                for (const auto& s : t.steps)
+                    per_step += s.revised + s.remasked;
+                EXPECT_EQ(per_step, rv.revisions + rv.remasks);
+            }
+        }
+        EXPECT_GT(checks, 0);
+        EXPECT_GT(revised, 0) << "no check revised anything at threshold 0.3";
+    }
+}
+
+// The two paths run concurrently, against the cache of the previous step, and merge by a fixed
+// rule: the result is the same as the same work done serially on one thread, at 1 and 2 threads
+// of either pool.
+TEST(Revision, ConcurrentPathsGiveTheSerialResult) {
+    Tiny tiny;
+    for (const char* policy : {"threshold", "dual-cache", "mbsd"}) {
+        for (const char* text : {kPrompts[0], kPrompts[4]}) {
+            SCOPED_TRACE(std::string(policy) + " " + text);
+            auto opt = revising(tiny.opt);
+            opt.threshold = 0.4;
+            if (std::string(policy) == "mbsd") opt.lookahead = 8;
+            opt.revise.serial = true;
+            const auto prompt = tiny.prompt(text);
+            const Trace serial = run(*tiny.lm.model, policy, opt, tiny.lm.ids, prompt, nullptr, 1);
+            for (int dense_threads : {1, 2}) {
+                for (int lane_threads : {1, 2}) {
+                    auto c = opt;
+                    c.revise.serial = false;
+                    c.revise.threads = lane_threads;
+                    const Trace t = run(*tiny.lm.model, policy, c, tiny.lm.ids, prompt, nullptr,
+                                        dense_threads);
+                    EXPECT_EQ(t.result.canvas, serial.result.canvas);
+                    ASSERT_EQ(t.steps.size(), serial.steps.size());
+                    for (size_t i = 0; i < t.steps.size(); ++i) {
+                        EXPECT_EQ(t.steps[i].revised, serial.steps[i].revised) << i;
+                        EXPECT_EQ(t.steps[i].checks, serial.steps[i].checks) << i;
+                        EXPECT_EQ(t.canvas[i], serial.canvas[i]) << i;
+                    }
+                }
+            }
+        }
+    }
+}
+
+TEST(Revision, ImpossibleOptionsAreRejectedByName) {
+    auto expect_error = [](const std::string& policy, decode::GenerateOptions opt,
+                           const std::string& part) {
+        try {
+            decode::configure_diffusion(policy, opt);
+            ADD_FAILURE() << "accepted: " << part;
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+        }
+    };
+    decode::GenerateOptions o;
+    o.revise.on = true;
+    expect_error("vanilla", o, "vanilla");
+    auto c = o;
+    c.cfg = 1.0;
+    expect_error("dual-cache", c, "--cfg");
+    c = o;
+    c.revise.margin = 0.0;
+    expect_error("dual-cache", c, "--revise-margin");
+    c = o;
+    c.revise.budget = 0;
+    expect_error("mbsd", c, "--stable-budget");
+    c = o;
+    c.revise.threads = 0;
+    expect_error("threshold", c, "--revise-threads");
+}

@@ -138,6 +138,38 @@ void DecodeFlags::add_to(ArgTable& args) {
     args.flag({"--calibrate"},
               "measure this host's forward cost by row count again (auto lookahead on cpu)",
               &calibrate);
+    args.section("Progressive revision (--revise; policies threshold, dual-cache, mbsd, ...)");
+    args.flag({"--revise"},
+              "keep committed tokens revisable: a shadow row (the mask at the position, blind\n"
+              "to its own key) re-checks each visible token every step on a CPU path beside\n"
+              "the dense window, until it is stable (docs/step-engine.md)",
+              &opt.revise.on);
+    args.string({"--revise-mode"}, "MODE",
+                "a revised token becomes the shadow's argmax (replace, default) or masked\n"
+                "again (remask)",
+                &revise_mode);
+    args.real({"--revise-margin"}, "M",
+              "revise when another token beats the committed one by M in probability\n"
+              "(default 0.5; above 1: never)",
+              &opt.revise.margin, 0.0, 1e6);
+    args.real({"--revise-floor"}, "P",
+              "revise when the committed token's re-evaluated probability is below P\n"
+              "(default 0.02)",
+              &opt.revise.floor, 0.0, 1.0);
+    args.real({"--stable-p"}, "P",
+              "a check passes when the token's re-evaluated probability is >= P (default 0.9)",
+              &opt.revise.stable, 0.0, 1.0);
+    args.integer({"--stable-k"}, "K",
+                 "stable after K passing checks in a row (default 2; 0: when committed)",
+                 &opt.revise.stable_k, 0, 1 << 20);
+    args.integer({"--stable-budget"}, "N",
+                 "stable at the latest N steps after its first commit (default 8)",
+                 &opt.revise.budget, 1, 1 << 20);
+    args.integer({"--revise-threads"}, "N", "threads of the CPU path's own pool (default 1)",
+                 &opt.revise.threads, 1, 256);
+    args.flag({"--revise-serial"},
+              "run the CPU path after the dense forward on the same thread (for comparison)",
+              &revise_serial);
     args.section("Kernels and memory");
     args.flag({"--full-last-layer"},
               "run the last layer on every window row (default: only the rows whose\n"
@@ -206,6 +238,20 @@ void DecodeFlags::finish(const ArgTable& args, const model::Model& model) {
         throw Error("--calibrate measures the cost that --lookahead auto sizes with; --lookahead " +
                     lookahead + " needs none");
     opt.recalibrate = calibrate;
+    for (const char* f : {"--revise-mode", "--revise-margin", "--revise-floor", "--stable-p",
+                          "--stable-k", "--stable-budget", "--revise-threads", "--revise-serial"}) {
+        if (args.given(f) && !opt.revise.on) {
+            throw Error(std::string(f) + " is a setting of --revise; give --revise too");
+        }
+    }
+    if (revise_mode == "replace") {
+        opt.revise.mode = decode::ReviseMode::Replace;
+    } else if (revise_mode == "remask") {
+        opt.revise.mode = decode::ReviseMode::Remask;
+    } else {
+        throw Error("--revise-mode must be replace or remask, got '" + revise_mode + "'");
+    }
+    opt.revise.serial = revise_serial;
 }
 
 void DecodeFlags::set_calibration_file(const std::string& model_path, int threads) {
@@ -239,12 +285,47 @@ nlohmann::json step_json(const decode::StepInfo& s) {
             {"drafts_accepted", s.drafts_accepted},
             {"drafts_accepted_early", s.drafts_accepted_early},
             {"drafts_rejected", s.drafts_rejected},
+            {"revision",
+             {{"checks", s.checks},
+              {"refreshes", s.refreshes},
+              {"revised", s.revised},
+              {"remasked", s.remasked},
+              {"stabilised", s.stabilised},
+              {"dense", s.dense},
+              {"cpu_ms", s.cpu_ms},
+              {"exposed_ms", s.exposed_ms},
+              {"projected_dense_ms", s.proj_dense_ms},
+              {"projected_cpu_ms", s.proj_cpu_ms},
+              {"projected_merge_ms", s.proj_merge_ms}}},
             {"states",
              {{"masked", s.n_masked},
               {"draft", s.n_draft},
               {"visible", s.n_visible},
               {"stable", s.n_stable}}},
             {"ms", s.ms}};
+}
+
+nlohmann::json revision_json(const decode::GenerateResult::Revision& r) {
+    return {{"checks", r.checks},
+            {"refreshes", r.refreshes},
+            {"lane_only_steps", r.lane_only_steps},
+            {"revisions", r.revisions},
+            {"right_to_wrong", r.right_to_wrong},
+            {"wrong_to_right", r.wrong_to_right},
+            {"wrong_to_wrong", r.wrong_to_wrong},
+            {"remasks", r.remasks},
+            {"remasks_of_right", r.remasks_of_right},
+            {"remasks_of_wrong", r.remasks_of_wrong},
+            {"stabilised", r.stabilised},
+            {"mean_steps_commit_to_stable",
+             r.stabilised > 0 ? static_cast<double>(r.commit_to_stable_steps) / r.stabilised : 0.0},
+            {"cpu_ms", r.cpu_ms},
+            {"exposed_ms", r.exposed_ms},
+            {"hidden_ms", r.cpu_ms - r.exposed_ms},
+            {"projected_dense_ms", r.proj_dense_ms},
+            {"projected_cpu_ms", r.proj_cpu_ms},
+            {"projected_merge_ms", r.proj_merge_ms},
+            {"projected_overlapped_ms", r.proj_step_ms}};
 }
 
 void DeviceFlags::add_to(ArgTable& args) {
@@ -342,10 +423,10 @@ nlohmann::json trace_json(const decode::GenerateResult& r, const decode::Generat
     nlohmann::json steps = nlohmann::json::array();
     for (const auto& s : r.steps) {
         // [block, committed, accepted, rejected, lookahead, rows, masked, draft, committed rows,
-        //  accepted early]
+        //  accepted early, checks, revised, remasked]
         steps.push_back({s.block, s.committed, s.drafts_accepted, s.drafts_rejected, s.lookahead,
                          s.rows, s.rows_masked, s.rows_draft, s.rows_committed,
-                         s.drafts_accepted_early});
+                         s.drafts_accepted_early, s.checks, s.revised, s.remasked});
     }
     return {{"trace", "llada.cpp decision trace v1"},
             {"source", source},
@@ -376,8 +457,8 @@ decode::DecisionTrace trace_from_json(const nlohmann::json& j) {
     if (t.gen <= 0 || t.block <= 0 || t.gen % t.block != 0)
         throw Error("decision trace: gen and block must be positive, gen a multiple of block");
     for (const auto& s : j["steps"]) {
-        if (!s.is_array() || s.size() != 10)
-            throw Error("decision trace: a step is not 10 numbers");
+        if (!s.is_array() || (s.size() != 10 && s.size() != 13))
+            throw Error("decision trace: a step is not 10 (or 13, with revision) numbers");
         decode::TraceStep st;
         st.block = s[0];
         st.committed = s[1];
@@ -390,6 +471,15 @@ decode::DecisionTrace trace_from_json(const nlohmann::json& j) {
         st.rows_draft = s[7];
         st.rows_committed = s[8];
         st.accepted_early = s[9];
+        if (s.size() == 13) {
+            st.checks = s[10];
+            st.revised = s[11];
+            st.remasked = s[12];
+        }
+        if (st.checks < 0 || st.revised < 0 || st.remasked < 0 ||
+            st.revised + st.remasked > st.checks)
+            throw Error("decision trace: step " + std::to_string(t.steps.size()) +
+                        " revises more tokens than it checks");
         if (st.block < 0 || st.block >= t.gen / t.block || st.committed < 0 || st.accepted < 0 ||
             st.rejected < 0 || st.accepted_early < 0 || st.accepted_early > st.accepted ||
             st.accepted > st.committed || st.lookahead < 0 || st.rows < 0)
@@ -407,8 +497,9 @@ decode::DecisionTrace trace_from_json(const nlohmann::json& j) {
     // Every block the trace decoded commits exactly its length (an early stop ends it after a
     // complete block).
     std::vector<int> per_block(static_cast<size_t>(t.n_blocks()), 0);
+    // A remasked token is committed again within the same block.
     for (const auto& st : t.steps)
-        per_block[st.block] += st.committed;
+        per_block[st.block] += st.committed - st.remasked;
     for (int b = 0; b < t.blocks_decoded(); ++b) {
         if (per_block[b] != t.block)
             throw Error("decision trace: block " + std::to_string(b) + " commits " +

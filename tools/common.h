@@ -48,6 +48,8 @@ struct DecodeFlags {
     bool lut_exp = false, lut_dequant = false, kv_f16 = false;
     std::string lookahead = "auto", draft_input = "mask";
     bool calibrate = false, full_last_layer = false;
+    std::string revise_mode = "replace";
+    bool revise_serial = false;
     void add_to(ArgTable& args);
     // Applies the GGUF's recommended defaults (llada_cpp.gen_length, .block_length, .steps) for
     // the flags the user did not give, then checks the remaining relations.
@@ -58,6 +60,8 @@ struct DecodeFlags {
 };
 // The per-step record of a generation as JSON (llada-cli --json, llada-eval --out).
 nlohmann::json step_json(const decode::StepInfo& s);
+// Progressive revision's counters of a generation (llada-cli --json, llada-eval).
+nlohmann::json revision_json(const decode::GenerateResult::Revision& r);
 
 // A generation's decision trace (--trace-out) as one JSON object, and back. `source` names the
 // model and policy it came from.

@@ -114,6 +114,7 @@ int main(int argc, char** argv) {
                            {"accepted", res.drafts_accepted},
                            {"accepted_early", res.drafts_accepted_early},
                            {"rejected", res.drafts_rejected}};
+            if (dec.opt.revise.on) j["revision"] = tools::revision_json(res.revision);
             j["wall_s"] = res.wall_s;
             j["tokens_per_s"] = tok_s;
             j["threads"] = threads;

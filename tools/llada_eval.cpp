@@ -19,14 +19,60 @@ using namespace llada;
 
 namespace {
 
+// Revisions against the expected answer (its tokens, then end-of-text): a replacement that
+// turned the expected token into another (right_to_wrong) or another into it (wrong_to_right),
+// and remasks of an expected token or of a wrong one.
+struct GoldRevisions {
+    int64_t right_to_wrong = 0, wrong_to_right = 0, wrong_to_wrong = 0;
+    int64_t remasks_of_right = 0, remasks_of_wrong = 0;
+    void add(const GoldRevisions& o) {
+        right_to_wrong += o.right_to_wrong;
+        wrong_to_right += o.wrong_to_right;
+        wrong_to_wrong += o.wrong_to_wrong;
+        remasks_of_right += o.remasks_of_right;
+        remasks_of_wrong += o.remasks_of_wrong;
+    }
+    nlohmann::json to_json() const {
+        return {{"right_to_wrong", right_to_wrong},
+                {"wrong_to_right", wrong_to_right},
+                {"wrong_to_wrong", wrong_to_wrong},
+                {"remasks_of_right", remasks_of_right},
+                {"remasks_of_wrong", remasks_of_wrong}};
+    }
+};
+
+GoldRevisions gold_revisions(const decode::GenerateResult& r, const std::vector<int32_t>& answer,
+                             const decode::TokenIds& ids) {
+    GoldRevisions g;
+    const int32_t end = ids.eos >= 0 ? ids.eos : ids.eot;
+    for (const auto& e : r.revision_events) {
+        const size_t i = static_cast<size_t>(e.pos - r.prompt_len);
+        const int32_t want = i < answer.size() ? answer[i] : end;
+        if (e.to == ids.mask) {
+            ++(e.from == want ? g.remasks_of_right : g.remasks_of_wrong);
+        } else if (e.from == want) {
+            ++g.right_to_wrong;
+        } else if (e.to == want) {
+            ++g.wrong_to_right;
+        } else {
+            ++g.wrong_to_wrong;
+        }
+    }
+    return g;
+}
+
 struct Tally {
     int64_t n = 0, correct = 0, nfe = 0, rows = 0, lm_head_rows = 0, rows_device = 0;
     int64_t drafts_proposed = 0, drafts_accepted = 0, drafts_rejected = 0, drafts_early = 0;
-    int64_t tokens = 0;         // positions the policy decided
-    int64_t answer_tokens = 0;  // tokens before the first EOS
+    decode::GenerateResult::Revision rv;  // summed over problems
+    int64_t tokens = 0;                   // positions the policy decided
+    int64_t answer_tokens = 0;            // tokens before the first EOS
     double wall_s = 0.0;
 
-    void add(const decode::GenerateResult& r, int64_t answer_len, bool ok) {
+    GoldRevisions gold;
+
+    void add(const decode::GenerateResult& r, int64_t answer_len, bool ok, const GoldRevisions& g) {
+        gold.add(g);
         n += 1;
         correct += ok;
         nfe += r.stats.forwards;
@@ -37,6 +83,25 @@ struct Tally {
         drafts_accepted += r.drafts_accepted;
         drafts_rejected += r.drafts_rejected;
         drafts_early += r.drafts_accepted_early;
+        const auto& a = r.revision;
+        rv.checks += a.checks;
+        rv.refreshes += a.refreshes;
+        rv.lane_only_steps += a.lane_only_steps;
+        rv.revisions += a.revisions;
+        rv.right_to_wrong += a.right_to_wrong;
+        rv.wrong_to_right += a.wrong_to_right;
+        rv.wrong_to_wrong += a.wrong_to_wrong;
+        rv.remasks += a.remasks;
+        rv.remasks_of_right += a.remasks_of_right;
+        rv.remasks_of_wrong += a.remasks_of_wrong;
+        rv.stabilised += a.stabilised;
+        rv.commit_to_stable_steps += a.commit_to_stable_steps;
+        rv.cpu_ms += a.cpu_ms;
+        rv.exposed_ms += a.exposed_ms;
+        rv.proj_dense_ms += a.proj_dense_ms;
+        rv.proj_cpu_ms += a.proj_cpu_ms;
+        rv.proj_merge_ms += a.proj_merge_ms;
+        rv.proj_step_ms += a.proj_step_ms;
         int64_t decided = 0;
         for (const auto& s : r.steps)
             decided += s.committed;
@@ -66,7 +131,10 @@ struct Tally {
                      : 0.0},
                 {"tokens_per_s", wall_s > 0 ? tokens / wall_s : 0.0},
                 {"answer_tokens_per_s", wall_s > 0 ? answer_tokens / wall_s : 0.0},
-                {"wall_s", wall_s}};
+                {"wall_s", wall_s},
+                // Progressive revision: totals over the problems (not per problem).
+                {"revision", tools::revision_json(rv)},
+                {"revision_vs_answer", gold.to_json()}};
     }
 };
 
@@ -158,6 +226,7 @@ int main(int argc, char** argv) {
             int64_t answer_len = 0;
             std::string generated;
             bool ok = false;
+            GoldRevisions gold;
         };
         std::vector<Outcome> outcomes(problems.size());
         std::atomic<size_t> next{0}, finished{0};
@@ -177,6 +246,10 @@ int main(int argc, char** argv) {
                     o.answer_len = static_cast<int64_t>(answer.size());
                     o.generated = lm.tok->decode(answer, false);
                     o.ok = matcher.correct(o.generated, pb.answer);
+                    if (!o.res.revision_events.empty()) {
+                        o.gold =
+                            gold_revisions(o.res, lm.tok->encode(pb.answer, false, false), lm.ids);
+                    }
                 } catch (const std::exception& e) {
                     std::lock_guard<std::mutex> lock(failure_mu);
                     failure = e.what();
@@ -206,8 +279,8 @@ int main(int argc, char** argv) {
         for (size_t i = 0; i < problems.size(); ++i) {
             const auto& pb = problems[i];
             const Outcome& o = outcomes[i];
-            per_task[pb.task].add(o.res, o.answer_len, o.ok);
-            all.add(o.res, o.answer_len, o.ok);
+            per_task[pb.task].add(o.res, o.answer_len, o.ok, o.gold);
+            all.add(o.res, o.answer_len, o.ok, o.gold);
             if (out) {
                 nlohmann::json j = {{"task", pb.task},     {"prompt", pb.prompt},
                                     {"answer", pb.answer}, {"generated", o.generated},
@@ -218,6 +291,10 @@ int main(int argc, char** argv) {
                                {"accepted", o.res.drafts_accepted},
                                {"accepted_early", o.res.drafts_accepted_early},
                                {"rejected", o.res.drafts_rejected}};
+                if (o.res.revision.checks > 0) {
+                    j["revision"] = tools::revision_json(o.res.revision);
+                    j["revision_vs_answer"] = o.gold.to_json();
+                }
                 // Per-step commit counts per block: the schedule a trace replay needs.
                 nlohmann::json commits = nlohmann::json::array();
                 for (const auto& s : o.res.steps)
@@ -301,6 +378,33 @@ int main(int argc, char** argv) {
                 report["drafts_rejected"].get<double>(),
                 100 * report["draft_acceptance"].get<double>(),
                 report["rows_device"].get<double>());
+        }
+        if (const auto& rv = report["revision"]; rv["checks"].get<int64_t>() > 0) {
+            std::printf(
+                "revision: %lld checks (CPU-path rows %lld), %lld replaced (against the final "
+                "canvas: "
+                "%lld wrong->right, %lld right->wrong, %lld wrong->wrong), %lld remasked (%lld of "
+                "the final token), "
+                "%.2f steps from commit to stable; CPU path %.1f ms, %.1f ms exposed\n",
+                (long long)rv["checks"].get<int64_t>(),
+                (long long)(rv["checks"].get<int64_t>() + rv["refreshes"].get<int64_t>()),
+                (long long)rv["revisions"].get<int64_t>(),
+                (long long)rv["wrong_to_right"].get<int64_t>(),
+                (long long)rv["right_to_wrong"].get<int64_t>(),
+                (long long)rv["wrong_to_wrong"].get<int64_t>(),
+                (long long)rv["remasks"].get<int64_t>(),
+                (long long)rv["remasks_of_right"].get<int64_t>(),
+                rv["mean_steps_commit_to_stable"].get<double>(), rv["cpu_ms"].get<double>(),
+                rv["exposed_ms"].get<double>());
+            const auto& g = report["revision_vs_answer"];
+            std::printf(
+                "revision against the expected answer: %lld wrong->right, %lld right->wrong, %lld "
+                "wrong->wrong; %lld remasks of a right token, %lld of a wrong one\n",
+                (long long)g["wrong_to_right"].get<int64_t>(),
+                (long long)g["right_to_wrong"].get<int64_t>(),
+                (long long)g["wrong_to_wrong"].get<int64_t>(),
+                (long long)g["remasks_of_right"].get<int64_t>(),
+                (long long)g["remasks_of_wrong"].get<int64_t>());
         }
         if (const runtime::DeviceReport* rep = workers[0].device->report(); rep && rep->projected) {
             std::printf("%s", rep->summary().c_str());
