@@ -13,6 +13,12 @@
 #             mbsd + threshold 0.9 (lookahead auto) on cpu and on npu-sim, and the mbsd variants
 #             (draft tokens as input, --accept 0.9); also writes the decision traces that
 #             llada-bench --replay takes (bench/out/quality/trace-*.jsonl)
+#   revise    progressive revision, block 8 and 16, mix-1000 and the hard sets, tiny-llada-m
+#             and tiny-llada-s: vanilla, dual-cache + threshold 0.9, mbsd + threshold 0.9, each
+#             of the last two + --revise, mbsd + threshold 0.7 / 0.5 without and with --revise
+#             (WINO's regime), the remask variant at 0.7 (tiny-llada-s: block 8); the CPU path beside the dense one
+#             (--revise-serial for the same work in series)
+#   traces    only the decision traces of the replayed ablation rows (bench/ablation.sh)
 . "$(dirname "$0")/common.sh"
 Q=$OUT/quality
 mkdir -p "$Q"
@@ -22,7 +28,7 @@ HARD=$ROOT/models/tasks/all-hard.jsonl
 MIX=$ROOT/models/tasks/mix-1000.jsonl
 # Workers: problems are independent, so llada-eval runs $THREADS of them side by side, 1 thread each.
 eval_() { "$BIN/llada-eval" -t 1 --parallel "$THREADS" --json "$@"; }
-for part in ${QUALITY:-grid hardgrid policies ar hard spec}; do
+for part in ${QUALITY:-grid hardgrid policies ar hard spec revise}; do
     case $part in
     grid)
         for b in 8 16 32; do for s in 32 16 8 4; do
@@ -79,6 +85,42 @@ for part in ${QUALITY:-grid hardgrid policies ar hard spec}; do
             eval_ -m "$M" --tasks "$MIX" --gen 32 --block $b --policy need > "$Q/sched-b$b-need.json"
             eval_ -m "$M" --tasks "$MIX" --gen 32 --block $b --policy mbsd --device npu-sim > "$Q/sched-b$b-mbsd-npu.json"
         done ;;
+    revise)
+        for name in tiny-llada-m tiny-llada-s; do for b in 8 16; do for set in mix-1000 all-hard; do
+            [ "$name" = tiny-llada-s ] && [ $b = 16 ] && continue  # tiny-llada-s: block 8 only
+            MM=$ROOT/models/$name.gguf
+            T=$ROOT/models/tasks/$set.jsonl
+            p="$Q/rev-$name-$set-b$b"
+            eval_ -m "$MM" --tasks "$T" --gen 32 --block $b --policy vanilla > "$p-vanilla.json"
+            eval_ -m "$MM" --tasks "$T" --gen 32 --block $b --policy dual-cache --threshold 0.9 > "$p-dual.json"
+            eval_ -m "$MM" --tasks "$T" --gen 32 --block $b --policy dual-cache --threshold 0.9 --revise > "$p-dual-rev.json"
+            eval_ -m "$MM" --tasks "$T" --gen 32 --block $b --policy mbsd --threshold 0.9 --device npu-sim > "$p-mbsd.json"
+            eval_ -m "$MM" --tasks "$T" --gen 32 --block $b --policy mbsd --threshold 0.9 --device npu-sim --revise > "$p-mbsd-rev.json"
+            for tau in 0.7 0.5; do
+                eval_ -m "$MM" --tasks "$T" --gen 32 --block $b --policy mbsd --threshold $tau --device npu-sim > "$p-mbsd$tau.json"
+                eval_ -m "$MM" --tasks "$T" --gen 32 --block $b --policy mbsd --threshold $tau --device npu-sim --revise > "$p-mbsd$tau-rev.json"
+                [ $tau = 0.7 ] && eval_ -m "$MM" --tasks "$T" --gen 32 --block $b --policy mbsd --threshold $tau --device npu-sim --revise --revise-mode remask > "$p-mbsd$tau-remask.json"
+            done
+        done; done; done
+        # The two paths on the host: one thread each, concurrent and in series (one worker).
+        for mode in "" --revise-serial; do
+            "$BIN/llada-eval" -t 1 --json -m "$M" --tasks "$MIX" --gen 32 --block 8 --policy mbsd --threshold 0.7 --revise $mode \
+                > "$Q/rev-lanes${mode:+-serial}.json"
+        done
+        "$BIN/llada-eval" -t 1 --json -m "$M" --tasks "$MIX" --gen 32 --block 8 --policy mbsd --threshold 0.7 > "$Q/rev-lanes-none.json"
+        ;;
+    traces)
+        # The decision traces the replayed ablation rows take (bench/ablation.sh), every block
+        # decoded: mbsd on the schedule (row 6), need and mbsd + threshold 0.9 (rows 7-8), and
+        # mbsd + threshold 0.7 + revise ('+ progressive revision', row 9).
+        eval_ -m "$M" --tasks "$MIX" --gen 32 --block 8 --policy mbsd --device npu-sim --no-early-stop \
+            --trace-out "$Q/trace-mbsd-sched-b8.jsonl" > "$Q/trace-mbsd-sched-b8.json"
+        eval_ -m "$M" --tasks "$MIX" --gen 32 --block 8 --policy need --threshold 0.9 --no-early-stop \
+            --trace-out "$Q/trace-need-b8.jsonl" > "$Q/trace-need-b8.json"
+        eval_ -m "$M" --tasks "$MIX" --gen 32 --block 8 --policy mbsd --threshold 0.9 --device npu-sim --no-early-stop \
+            --trace-out "$Q/trace-mbsd-b8.jsonl" > "$Q/trace-mbsd-b8.json"
+        eval_ -m "$M" --tasks "$MIX" --gen 32 --block 8 --policy mbsd --threshold 0.7 --revise --device npu-sim --no-early-stop \
+            --trace-out "$Q/trace-mbsd-rev-b8.jsonl" > "$Q/trace-mbsd-rev-b8.json" ;;
     *) echo "quality.sh: unknown part '$part'" >&2; exit 2 ;;
     esac
 done

@@ -157,6 +157,60 @@ def spec(d, names):
     print()
 
 
+REVISE = [("vanilla", "vanilla", "cpu"),
+          ("dual", "dual-cache + threshold 0.9", "cpu"),
+          ("dual-rev", "dual-cache + threshold 0.9 + revise", "cpu"),
+          ("mbsd", "mbsd + threshold 0.9", "npu-sim"),
+          ("mbsd-rev", "mbsd + threshold 0.9 + revise", "npu-sim"),
+          ("mbsd0.7", "mbsd + threshold 0.7", "npu-sim"),
+          ("mbsd0.7-rev", "mbsd + threshold 0.7 + revise", "npu-sim"),
+          ("mbsd0.7-remask", "mbsd + threshold 0.7 + revise (remask)", "npu-sim"),
+          ("mbsd0.5", "mbsd + threshold 0.5", "npu-sim"),
+          ("mbsd0.5-rev", "mbsd + threshold 0.5 + revise", "npu-sim"),
+          ("mbsd0.5-remask", "mbsd + threshold 0.5 + revise (remask)", "npu-sim")]
+
+
+def revise(d):
+    print("| model | tasks | block | policy | device | accuracy % [95% CI] | NFE | NFE vs "
+          "dual-cache + threshold | CPU-path rows | revised (remasked) | vs the expected answer: "
+          "wrong->right / right->wrong / wrong->wrong (remasks of right / wrong) |")
+    print("|---|---|---|---|---|---|---:|---:|---:|---:|---|")
+    for m in ("tiny-llada-m", "tiny-llada-s"):
+        for s in ("mix-1000", "all-hard"):
+            for b in (8, 16):
+                dual = load(d, f"rev-{m}-{s}-b{b}-dual")
+                for key, label, dev in REVISE:
+                    r = load(d, f"rev-{m}-{s}-b{b}-{key}")
+                    if not r:
+                        continue
+                    n = r["n"]
+                    rv, g = r["revision"], r["revision_vs_answer"]
+                    ratio = f"{r['nfe'] / dual['nfe']:.3f}x" if dual else "-"
+                    lane = (rv["checks"] + rv["refreshes"]) / n
+                    rev = (f"{rv['revisions'] / n:.2f} ({rv['remasks'] / n:.2f})"
+                           if rv["checks"] else "-")
+                    gold = (f"{g['wrong_to_right']} / {g['right_to_wrong']} / {g['wrong_to_wrong']}"
+                            f" ({g['remasks_of_right']} / {g['remasks_of_wrong']})"
+                            if rv["checks"] else "-")
+                    print(f"| {m} | {s} | {b} | {label} | {dev} | {acc(r)} | {r['nfe']:.2f} | "
+                          f"{ratio} | {lane:.1f} | {rev} | {gold} |")
+    print()
+    lanes = [(k, load(d, f"rev-lanes{k}")) for k in ("-none", "", "-serial")]
+    if all(r for _, r in lanes):
+        print("The two paths on the host (tiny-llada-m, mix-1000, block 8, mbsd + threshold 0.7, "
+              "one worker, one thread per pool):\n")
+        print("| run | wall s | CPU path s | of which exposed s | hidden |")
+        print("|---|---:|---:|---:|---:|")
+        for k, r in lanes:
+            rv = r["revision"]
+            cpu, exp = rv["cpu_ms"] / 1e3, rv["exposed_ms"] / 1e3
+            hidden = f"{100 * (1 - exp / cpu):.0f} %" if cpu > 0 else "-"
+            label = {"-none": "without revision", "": "revise, concurrent",
+                     "-serial": "revise, --revise-serial"}[k]
+            print(f"| {label} | {r['wall_s']:.2f} | {cpu:.2f} | {exp:.2f} | {hidden} |")
+        print()
+
+
 def main():
     d = sys.argv[1] if len(sys.argv) > 1 else "bench/out/quality"
     name = sys.argv[2] if len(sys.argv) > 2 else "tiny-llada-m"
@@ -172,6 +226,8 @@ def main():
     others(d, name, names)
     print(f"### The step engine's policies ({name}, gen 32)\n")
     spec(d, names)
+    print("### Progressive revision (gen 32)\n")
+    revise(d)
 
 
 if __name__ == "__main__":

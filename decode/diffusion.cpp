@@ -46,7 +46,7 @@ class DiffusionPolicy : public Policy {
             sched.step();
             if (on_step) {
                 on_step({g.last_step(), total, P, g.result().canvas, g.last_committed(), g.states(),
-                         g.drafts()});
+                         g.drafts(), g.last_revised()});
             }
         }
         sched.remove(g);

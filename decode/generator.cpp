@@ -162,6 +162,7 @@ Generator::Generator(const model::Model& model, const GenerateOptions& opt, cons
     dense_writes_.assign(L_, false);
     if (opt_.revise.on) {
         checks_.reserve(L_);
+        revised_.reserve(L_);
         lane_refresh_.reserve(L_);
         req_.cpu_rows.reserve(2 * static_cast<size_t>(L_));
         res_.revision_events.reserve(4 * static_cast<size_t>(L_));
@@ -563,6 +564,7 @@ void Generator::apply(std::span<const RowPrediction> preds,
     info.step_in_block = step_in_block_;
     info.dense = req_.dense;
     committed_.clear();
+    revised_.clear();
     if (req_.dense) {
         predict(preds, n_pred);
         info.lookahead = static_cast<int>(look_.size());
@@ -741,13 +743,14 @@ void Generator::revise(std::span<const RowPrediction> cpu_preds, StepInfo& info)
             state_[p] = TokenState::Masked;
             ++info.remasked;
             ++rv.remasks;
+            revised_.push_back(p);
         } else if (top != t && top >= 0) {
             res_.revision_events.push_back({p, t, top, global_step_});
             x[p] = top;
             needs_lane_refresh_[p] = true;
             ++info.revised;
             ++rv.revisions;
-            committed_.push_back(p);
+            revised_.push_back(p);
         }
     }
 }
@@ -805,7 +808,10 @@ void Generator::record_lane_cost(const LaneCost& c) {
     rv.proj_dense_ms += c.proj_dense_ms;
     rv.proj_cpu_ms += c.proj_cpu_ms;
     rv.proj_merge_ms += c.proj_merge_ms;
-    rv.proj_step_ms += std::max(c.proj_dense_ms, c.proj_cpu_ms) + c.proj_merge_ms;
+    s.proj_contention_ms = c.proj_contention_ms;
+    rv.proj_contention_ms += c.proj_contention_ms;
+    rv.proj_step_ms +=
+        std::max(c.proj_dense_ms, c.proj_cpu_ms) + c.proj_contention_ms + c.proj_merge_ms;
 }
 
 GenerateResult Generator::take_result() {

@@ -99,6 +99,7 @@ class Generator {
     struct LaneCost {
         double cpu_ms = 0.0, exposed_ms = 0.0;
         double proj_dense_ms = 0.0, proj_cpu_ms = 0.0, proj_merge_ms = 0.0;
+        double proj_contention_ms = 0.0;  // shared-DRAM slowdown of the overlap
     };
     void record_lane_cost(const LaneCost& c);
     bool revising() const { return opt_.revise.on; }
@@ -117,6 +118,7 @@ class Generator {
     int32_t kv_token(int p) const { return kv_tok_[p]; }
     const StepInfo& last_step() const { return res_.steps.back(); }
     std::span<const int32_t> last_committed() const { return committed_; }
+    std::span<const int32_t> last_revised() const { return revised_; }
 
   private:
     void plan_classic();
@@ -174,6 +176,7 @@ class Generator {
     int64_t drafts_evaluated_ = 0, drafts_accepted_ = 0, drafts_early_ = 0;
     int64_t commits_ = 0, commit_steps_ = 0;
     // Progressive revision.
+    std::vector<int32_t> revised_;          // positions the checks changed this step
     std::vector<int32_t> checks_;           // Visible positions the CPU path checks this step
     std::vector<int32_t> lane_refresh_;     // revised positions whose K/V the CPU path recomputes
     std::vector<bool> needs_lane_refresh_;  // per position: revised, K/V not recomputed yet

@@ -142,6 +142,7 @@ struct StepInfo {
     double cpu_ms = 0.0;      // host wall time of the CPU path's forward
     double exposed_ms = 0.0;  // of which the dense path waited for (not hidden behind it)
     double proj_dense_ms = 0.0, proj_cpu_ms = 0.0, proj_merge_ms = 0.0;  // projected (npu-sim)
+    double proj_contention_ms = 0.0;  // projected shared-DRAM slowdown of the overlap
 };
 
 // What a live view needs after each step.
@@ -155,6 +156,8 @@ struct StepEvent {
     // token (-1 where none).
     std::span<const TokenState> states = {};
     std::span<const int32_t> drafts = {};
+    // Progressive revision: positions whose token a check changed (or remasked) at this step.
+    std::span<const int32_t> revised = {};
 };
 using StepCallback = std::function<void(const StepEvent&)>;
 
@@ -183,7 +186,8 @@ struct GenerateResult {
         int64_t stabilised = 0, commit_to_stable_steps = 0;  // sum over stabilised tokens
         double cpu_ms = 0.0, exposed_ms = 0.0;
         double proj_dense_ms = 0.0, proj_cpu_ms = 0.0, proj_merge_ms = 0.0;
-        double proj_step_ms = 0.0;  // sum over steps of max(dense, cpu) + merge
+        double proj_contention_ms = 0.0;
+        double proj_step_ms = 0.0;  // sum over steps of max(dense, cpu) + contention + merge
     } revision;
     std::vector<RevisionEvent> revision_events;  // in order
 

@@ -84,6 +84,12 @@ void Scheduler::add(Generator& g) {
         if (const runtime::DeviceReport* rep = s_.device().report(); rep && rep->projected) {
             const npu::Profile p = npu::find_profile(rep->profile);
             dev.projection_profile = p.kind == npu::Profile::Kind::Cpu ? p.name : p.cpu_profile;
+            // While both lanes stream, they share DRAM: two engines reach dram_pair_gbps
+            // together, not twice dram_gbps. The overlapped time is stretched by that ratio
+            // (an upper bound: it assumes both lanes bandwidth-bound while they overlap).
+            if (p.dram_pair_gbps > 0.0 && p.kind == npu::Profile::Kind::Npu) {
+                contention_ = std::max(0.0, 2.0 * p.dram_gbps / p.dram_pair_gbps - 1.0);
+            }
             dev.timing_only = !rep->functional;
             if (dev.projection_profile.empty()) {
                 throw Error("--revise on profile " + rep->profile +
@@ -197,6 +203,7 @@ bool Scheduler::step() {
         lc.exposed_ms = lane_->serial() ? lane_->last_ms() : ms_since(t_wait);
         lc.cpu_ms = lane_->last_ms();
         lc.proj_cpu_ms = lane_->last_projected_ms();
+        lc.proj_contention_ms = contention_ * std::min(lc.proj_dense_ms, lc.proj_cpu_ms);
         lane_preds_.assign(lane_rows_.out_rows.size(), {});
         for (size_t i = 0; i < lane_preds_.size(); ++i)
             lane_preds_[i].logits = logits + static_cast<int64_t>(i) * V;

@@ -59,6 +59,7 @@ class Scheduler {
     void merge(const runtime::Batch& dense, const runtime::Batch* lane, Generator::LaneCost& lc);
     std::vector<int64_t> dense_written_;  // per (sequence, slot): the merge that saw a dense write
     int64_t merge_stamp_ = 0;
+    double contention_ = 0.0;  // projected: extra share of the overlap lost to shared DRAM
 };
 
 }  // namespace llada::decode

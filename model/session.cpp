@@ -30,10 +30,8 @@ Session::Session(const Model& model, runtime::Device& device, runtime::KvCache& 
         kv.head_dim() != hp.head_dim || kv.f16() != options.kv_f16) {
         throw Error("the shared KV cache's shape does not match the model's");
     }
-    if (kv.n_pos() > hp.n_ctx) {
-        throw Error("a cache of " + std::to_string(kv.n_pos()) +
-                    " positions exceeds the model's context length " + std::to_string(hp.n_ctx));
-    }
+    // A shared cache may hold more slots than the context has positions (progressive
+    // revision's scratch slots); every row's position is checked against the context instead.
     kv_ = &kv;
     init();
 }
@@ -97,8 +95,9 @@ void Session::check(const runtime::Batch& batch) {
             throw Error("token id " + std::to_string(batch.tokens[r]) +
                         " is outside the vocabulary [0, " + std::to_string(n_vocab) + ")");
         }
-        if (batch.pos[r] < 0 || batch.pos[r] >= n_pos() || batch.seq[r] < 0 ||
-            batch.seq[r] >= n_seq()) {
+        if (batch.pos[r] < 0 ||
+            batch.pos[r] >= std::min<int64_t>(n_pos(), model_.hparams().n_ctx) ||
+            batch.seq[r] < 0 || batch.seq[r] >= n_seq()) {
             throw Error("row " + std::to_string(r) + " has position " +
                         std::to_string(batch.pos[r]) + " / sequence " +
                         std::to_string(batch.seq[r]) + " outside the session");

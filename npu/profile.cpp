@@ -36,6 +36,9 @@ Profile hexagon_v75() {
     // One engine alone sees ~40-45 GB/s of DRAM (HeteroInfer, SOSP'25, measured on 8 Gen 3);
     // the low end.
     p.dram_gbps = 40.0;
+    // Two engines streaming together reach about 60 GB/s (HeteroInfer, 8 Gen 3;
+    // docs/npu-facts.md), not twice 40.
+    p.dram_pair_gbps = 60.0;
     // DDR -> TCM DMA >= 60 GB/s (Hao et al., Table 2); weight streaming runs at
     // min(dma_gbps, dram_gbps).
     p.dma_gbps = 60.0;
@@ -144,6 +147,7 @@ const std::vector<Param>& params() {
         {"vector_gflops", "GFLOP/s", [](Profile& p, double v) { p.vector_gflops = v; }},
         {"vector_load_gbps", "GB/s", [](Profile& p, double v) { p.vector_load_gbps = v; }},
         {"dram_gbps", "GB/s", [](Profile& p, double v) { p.dram_gbps = v; }},
+        {"dram_pair_gbps", "GB/s", [](Profile& p, double v) { p.dram_pair_gbps = v; }},
         {"dma_gbps", "GB/s", [](Profile& p, double v) { p.dma_gbps = v; }},
         {"op_dispatch_us", "us", [](Profile& p, double v) { p.op_dispatch_us = v; }},
         {"graph_call_us", "us", [](Profile& p, double v) { p.graph_call_us = v; }},

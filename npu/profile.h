@@ -26,6 +26,9 @@ struct Profile {
     double vector_load_gbps = 0;  // the vector unit's load path from memory, GB/s
     // --- memory ---
     double dram_gbps = 0;  // DRAM bandwidth this engine sees alone, GB/s
+    // DRAM bandwidth of two engines streaming at once, together (0: not known; then the
+    // contention between a dense lane and a CPU lane is not modelled).
+    double dram_pair_gbps = 0;
     double dma_gbps = 0;   // DDR -> TCM DMA, GB/s (NPU only)
     size_t tcm_bytes = 0;  // tightly coupled memory (NPU only)
     // --- dispatch ---

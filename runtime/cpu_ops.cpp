@@ -14,39 +14,43 @@ namespace llada::runtime {
 namespace {
 
 // A row that attends to its own key in place of its excluded one: the kernel attended to the
-// other keys; this folds the row's own key and value (in `own`) in as one more softmax term:
+// other keys; this folds the row's own key and value (in slot `own`) in as one more softmax term:
 // out = (A * out + B * v_own) / (A + B), A = sum over the other keys of exp(s_j - m),
-// B = exp(s_own - m). Scalar: only the few revision-check rows take it.
+// B = exp(s_own - m). Scalar, one pass over the keys: only the few revision-check rows take it.
 void fold_own_key(const float* q, int64_t hd, float scale, const KvCache& kv, int layer, int seq,
-                  int64_t kvh, int64_t n_kv, int64_t excl, int64_t own, float* out) {
-    auto key = [&](int64_t j, int64_t i) {
-        return kv.f16() ? quant::fp16_to_fp32(
-                              kv.k16(layer, seq, static_cast<int>(kvh), static_cast<int>(j))[i])
-                        : kv.k(layer, seq, static_cast<int>(kvh), static_cast<int>(j))[i];
-    };
-    auto value = [&](int64_t i) {
-        return kv.f16() ? quant::fp16_to_fp32(
-                              kv.v16(layer, seq, static_cast<int>(kvh), static_cast<int>(own))[i])
-                        : kv.v(layer, seq, static_cast<int>(kvh), static_cast<int>(own))[i];
-    };
+                  int kvh, int64_t n_kv, int64_t excl, int64_t own, float* out) {
     auto score = [&](int64_t j) {
-        double d = 0.0;
-        for (int64_t i = 0; i < hd; ++i)
-            d += static_cast<double>(q[i]) * key(j, i);
+        float d = 0.0f;
+        if (kv.f16()) {
+            const uint16_t* k = kv.k16(layer, seq, kvh, static_cast<int>(j));
+            for (int64_t i = 0; i < hd; ++i)
+                d += q[i] * quant::fp16_to_fp32(k[i]);
+        } else {
+            const float* k = kv.k(layer, seq, kvh, static_cast<int>(j));
+            for (int64_t i = 0; i < hd; ++i)
+                d += q[i] * k[i];
+        }
         return d * scale;
     };
-    const double s_own = score(own);
-    double m = s_own;
+    // Online: the running maximum rescales the sum of the other keys' weights.
+    const float s_own = score(own);
+    float m = s_own, a = 0.0f;
     for (int64_t j = 0; j < n_kv; ++j) {
-        if (j != excl) m = std::max(m, score(j));
+        if (j == excl) continue;
+        const float sj = score(j);
+        if (sj > m) {
+            a *= std::exp(m - sj);
+            m = sj;
+        }
+        a += std::exp(sj - m);
     }
-    double a = 0.0;
-    for (int64_t j = 0; j < n_kv; ++j) {
-        if (j != excl) a += std::exp(score(j) - m);
+    const float bw = std::exp(s_own - m);
+    for (int64_t i = 0; i < hd; ++i) {
+        const float v = kv.f16()
+                            ? quant::fp16_to_fp32(kv.v16(layer, seq, kvh, static_cast<int>(own))[i])
+                            : kv.v(layer, seq, kvh, static_cast<int>(own))[i];
+        out[i] = (a * out[i] + bw * v) / (a + bw);
     }
-    const double bw = std::exp(s_own - m);
-    for (int64_t i = 0; i < hd; ++i)
-        out[i] = static_cast<float>((a * out[i] + bw * value(i)) / (a + bw));
 }
 
 }  // namespace
@@ -254,8 +258,8 @@ void CpuOps::run(const ArenaView& a, LmHeadScratch& s, const Op& op, const Batch
                 if (!b.own_key_of(w)) continue;
                 for (int64_t h = 0; h < op.n_head; ++h) {
                     fold_own_key(q + r * cols + h * op.head_dim, op.head_dim, scale, kv, op.layer,
-                                 b.seq[w], h / group, b.kv_len[b.seq[w]], b.exclude_of(w),
-                                 b.slot_of(w), out + r * cols + h * op.head_dim);
+                                 b.seq[w], static_cast<int>(h / group), b.kv_len[b.seq[w]],
+                                 b.exclude_of(w), b.slot_of(w), out + r * cols + h * op.head_dim);
                 }
             }
             return;

@@ -156,6 +156,49 @@ TEST(NpuTools, BenchAblationReplaysADecisionTrace) {
     fs::remove(thr);
 }
 
+// '+ progressive revision' replays a trace recorded with --revise: the NPU lane and the CPU lane
+// are projected separately and a step costs the longer one (plus the modelled shared-DRAM
+// slowdown and the merge), never less than either lane nor more than both in series.
+TEST(NpuTools, BenchAblationProjectsTheRevisionLanes) {
+    const fs::path tr = fs::temp_directory_path() / "llada_npu_tools_trace_rev.jsonl";
+    Result c = run(bin("llada-cli") + " -m " + model() +
+                   " --prompt-tokens \"256 54 61 77 118 72\" --gen 16 --block 8 --policy mbsd"
+                   " --lookahead 4 --threshold 0.3 --revise --no-early-stop --json --trace-out " +
+                   tr.string());
+    ASSERT_EQ(c.status, 0) << c.err;
+    const json cj = json::parse(c.out);
+    EXPECT_GT(cj["revision"]["checks"].get<int64_t>(), 0);
+    Result r = run(bin("llada-bench") + " -m " + model() +
+                   " --ablation --no-sensitivity --timing-only --prompt-len 8 --gen 32 --block 16"
+                   " --json -t 1 --ablation-configs 9 --replay-revise " +
+                   tr.string());
+    ASSERT_EQ(r.status, 0) << r.err;
+    const json j = json::parse(r.out.substr(r.out.find("\n{") + 1));
+    const auto& rows = j["ablation"]["rows"];
+    ASSERT_EQ(rows.size(), 1u);
+    const auto& rv = rows[0]["revision"];
+    const double npu = rv["projected_npu_lane_s"], cpu = rv["projected_cpu_lane_s"];
+    const double proj = rows[0]["projected_s"], serial = rv["projected_serial_s"];
+    EXPECT_GT(npu, 0.0);
+    EXPECT_GT(cpu, 0.0);
+    EXPECT_GT(rv["checks"].get<double>(), 0.0);
+    EXPECT_GE(proj, std::max(npu, cpu) - 1e-9);
+    EXPECT_LE(proj, serial + rv["projected_contention_s"].get<double>() + 1e-9);
+    EXPECT_NE(r.out.find("PROJECTED lanes per request"), std::string::npos);
+    // A trace whose step revises more tokens than it checks is refused by name.
+    std::ofstream(tr) << "{\"trace\": \"llada.cpp decision trace v1\", \"gen\": 16, "
+                         "\"block\": 8, \"threshold\": 0.5, \"steps\": "
+                         "[[0, 8, 0, 0, 0, 8, 8, 0, 0, 0, 1, 2, 0], "
+                         "[1, 8, 0, 0, 0, 8, 8, 0, 0, 0, 0, 0, 0]]}\n";
+    Result bad = run(bin("llada-bench") + " -m " + model() +
+                     " --ablation --no-sensitivity --timing-only --prompt-len 8 --gen 32"
+                     " --block 16 -t 1 --ablation-configs 9 --replay-revise " +
+                     tr.string());
+    EXPECT_EQ(bad.status, 1);
+    EXPECT_NE(bad.err.find("revises more tokens than it checks"), std::string::npos) << bad.err;
+    fs::remove(tr);
+}
+
 namespace {
 
 // A stand-in for llama.cpp's llama-bench: prints `line` as its JSONL result (or fails) and

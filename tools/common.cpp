@@ -296,7 +296,8 @@ nlohmann::json step_json(const decode::StepInfo& s) {
               {"exposed_ms", s.exposed_ms},
               {"projected_dense_ms", s.proj_dense_ms},
               {"projected_cpu_ms", s.proj_cpu_ms},
-              {"projected_merge_ms", s.proj_merge_ms}}},
+              {"projected_merge_ms", s.proj_merge_ms},
+              {"projected_contention_ms", s.proj_contention_ms}}},
             {"states",
              {{"masked", s.n_masked},
               {"draft", s.n_draft},
@@ -325,6 +326,7 @@ nlohmann::json revision_json(const decode::GenerateResult::Revision& r) {
             {"projected_dense_ms", r.proj_dense_ms},
             {"projected_cpu_ms", r.proj_cpu_ms},
             {"projected_merge_ms", r.proj_merge_ms},
+            {"projected_contention_ms", r.proj_contention_ms},
             {"projected_overlapped_ms", r.proj_step_ms}};
 }
 

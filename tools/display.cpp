@@ -11,6 +11,8 @@ constexpr const char* kDim = "\x1b[2m";
 constexpr const char* kHighlight = "\x1b[1;32m";
 constexpr const char* kDraft = "\x1b[2;3;36m";  // dim italic cyan
 constexpr const char* kStable = "\x1b[1m";
+constexpr const char* kRevised = "\x1b[1;33m";   // bold yellow: a check changed it
+constexpr const char* kNewStable = "\x1b[1;4m";  // bold underlined: stable since this step
 constexpr const char* kReset = "\x1b[0m";
 constexpr const char* kMaskGlyph = "\xe2\x96\x91";  // U+2591 light shade
 constexpr const char* kSpecialGlyph = "\xc2\xb7";   // U+00B7 middle dot
@@ -63,7 +65,8 @@ std::string render(const tokenizer::Tokenizer& tok, const decode::TokenIds& ids,
                    std::span<const int32_t> canvas, int prompt_len,
                    std::span<const int32_t> committed, bool ansi,
                    std::span<const decode::TokenState> states = {},
-                   std::span<const int32_t> drafts = {}) {
+                   std::span<const int32_t> drafts = {}, std::span<const int32_t> revised = {},
+                   std::span<const decode::TokenState> before = {}) {
     std::string out;
     tokenizer::StreamDecoder dec(tok, false);
     const char* style_now = "";  // the SGR style of the pieces the decoder holds
@@ -91,12 +94,19 @@ std::string render(const tokenizer::Tokenizer& tok, const decode::TokenIds& ids,
             out += ansi ? std::string(kDim) + kSpecialGlyph + kReset : kSpecialGlyph;
             continue;
         }
-        bool now = false;
+        bool now = false, changed = false;
         for (int32_t c : committed)
             now |= static_cast<size_t>(c) == p;
-        const char* style = now                                                    ? kHighlight
-                            : has_state && states[p] == decode::TokenState::Stable ? kStable
-                                                                                   : "";
+        for (int32_t c : revised)
+            changed |= static_cast<size_t>(c) == p;
+        const bool stable = has_state && states[p] == decode::TokenState::Stable;
+        const bool new_stable =
+            stable && p < before.size() && before[p] != decode::TokenState::Stable;
+        const char* style = changed      ? kRevised
+                            : now        ? kHighlight
+                            : new_stable ? kNewStable
+                            : stable     ? kStable
+                                         : "";
         if (style != style_now) flush();
         style_now = style;
         out += styled(style, printable(dec.feed(t)));
@@ -108,7 +118,8 @@ std::string render(const tokenizer::Tokenizer& tok, const decode::TokenIds& ids,
 // One line naming each style (only for policies with token states).
 std::string legend() {
     return std::string(kDim) + kMaskGlyph + " masked" + kReset + "  " + kDraft + "draft" + kReset +
-           "  visible  " + kStable + "stable" + kReset + "  " + kHighlight + "new" + kReset + "\n";
+           "  visible  " + kStable + "stable" + kReset + "  " + kHighlight + "new" + kReset + "  " +
+           kRevised + "revised" + kReset + "  " + kNewStable + "now stable" + kReset + "\n";
 }
 
 }  // namespace
@@ -133,11 +144,18 @@ void CanvasView::draw(const decode::StepEvent& ev) {
                    std::to_string(ev.info.drafts_accepted) + " accepted -" +
                    std::to_string(ev.info.drafts_rejected) + " rejected"
              : "") +
+        (ev.info.checks > 0 || ev.info.revised > 0 || ev.info.remasked > 0
+             ? "  checks " + std::to_string(ev.info.checks) + "  revised " +
+                   std::to_string(ev.info.revised + ev.info.remasked) + "  now stable " +
+                   std::to_string(ev.info.stabilised)
+             : "") +
         kReset + "\n";
     if (!ev.states.empty()) text += legend();
     const std::vector<int32_t> prompt(ev.canvas.begin(), ev.canvas.begin() + ev.prompt_len);
     text += printable(tok_.decode(prompt, false));
-    text += render(tok_, ids_, ev.canvas, ev.prompt_len, ev.committed, true, ev.states, ev.drafts);
+    text += render(tok_, ids_, ev.canvas, ev.prompt_len, ev.committed, true, ev.states, ev.drafts,
+                   ev.revised, before_);
+    before_.assign(ev.states.begin(), ev.states.end());
     if (lines_drawn_ > 0) {
         std::fputs("\r", out_);
         if (lines_drawn_ > 1) std::fprintf(out_, "\x1b[%dA", lines_drawn_ - 1);

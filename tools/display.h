@@ -31,6 +31,7 @@ class CanvasView {
     decode::TokenIds ids_;
     std::FILE* out_;
     int lines_drawn_ = 0;
+    std::vector<decode::TokenState> before_;  // the states of the last drawn step
 };
 
 }  // namespace llada::tools

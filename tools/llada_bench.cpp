@@ -347,6 +347,9 @@ constexpr AblationRow kAblation[] = {
     // (mbsd) and --replay-need (need) traces: what the same engine does with Fast-dLLM's rule.
     {"  (need + threshold 0.9)", "need", true, "optimised", 0.0, true},
     {"  (mbsd + threshold 0.9)", "mbsd", true, "optimised", 0.0, true},
+    // mbsd + a parallel rule + --revise, replayed from --replay-revise: the CPU lane beside the
+    // NPU lane (docs/step-engine.md, "Progressive revision").
+    {"+ progressive revision", "mbsd", true, "optimised", 16.1, true},
 };
 
 struct AblationRun {
@@ -355,16 +358,17 @@ struct AblationRun {
     model::ForwardStats stats;
     std::vector<int> lookahead;  // per step of the first request
     int64_t drafts_accepted = 0, drafts_rejected = 0;
-    int requests = 1;  // requests the report and counters sum over
+    int requests = 1;                           // requests the report and counters sum over
+    decode::GenerateResult::Revision revision;  // summed over requests (row 9)
 };
 
 // The decision traces the replayed rows take (--replay for mbsd, --replay-need for need); a
 // replayed row is the mean over its traces, one request each, on one device.
 struct AblationTraces {
-    std::vector<decode::DecisionTrace> mbsd, need, mbsd_threshold;
-    // The traces of row i of kAblation (rows 6, 7 and 8).
+    std::vector<decode::DecisionTrace> mbsd, need, mbsd_threshold, revise;
+    // The traces of row i of kAblation (rows 6, 7, 8 and 9).
     const std::vector<decode::DecisionTrace>& of(size_t row) const {
-        return row == 5 ? mbsd : row == 6 ? need : mbsd_threshold;
+        return row == 5 ? mbsd : row == 6 ? need : row == 7 ? mbsd_threshold : revise;
     }
 };
 
@@ -397,8 +401,9 @@ AblationRun run_ablation_row(const tools::LoadedModel& lm, const AblationRow& ro
     if (index >= 4) policy = row.policy;
     if (row.replayed) {
         replay = &traces.of(index);
-        // Rows 7-8 commit by the threshold rule (the trace's counts); row 6 keeps the schedule.
+        // Rows 7-9 commit by the threshold rule (the trace's counts); row 6 keeps the schedule.
         if (index >= 6) opt.threshold = 0.9;
+        opt.revise.on = index == 8;
     }
     AblationRun r;
     r.requests = replay ? static_cast<int>(replay->size()) : 1;
@@ -416,6 +421,17 @@ AblationRun run_ablation_row(const tools::LoadedModel& lm, const AblationRow& ro
         }
         r.drafts_accepted += res.drafts_accepted;
         r.drafts_rejected += res.drafts_rejected;
+        auto& a = r.revision;
+        const auto& b = res.revision;
+        a.checks += b.checks;
+        a.refreshes += b.refreshes;
+        a.revisions += b.revisions + b.remasks;
+        a.lane_only_steps += b.lane_only_steps;
+        a.proj_dense_ms += b.proj_dense_ms;
+        a.proj_cpu_ms += b.proj_cpu_ms;
+        a.proj_merge_ms += b.proj_merge_ms;
+        a.proj_contention_ms += b.proj_contention_ms;
+        a.proj_step_ms += b.proj_step_ms;
     }
     r.wall_s = seconds_since(t0) / r.requests;
     r.rep = *dev->report();
@@ -456,12 +472,18 @@ nlohmann::json run_ablation(const tools::LoadedModel& lm, const runtime::DeviceC
                         row.published_s,
                         i == 5   ? "--replay"
                         : i == 6 ? "--replay-need"
-                                 : "--replay-threshold");
+                        : i == 7 ? "--replay-threshold"
+                                 : "--replay-revise");
             continue;
         }
         const AblationRun r =
             run_ablation_row(lm, row, cache_policy, base, prompt, gen, block, steps, pool, traces);
-        const double proj = per_request_s(r.rep) / r.requests;
+        // With revision a step costs the longer of the NPU and CPU lanes (plus the shared-DRAM
+        // slowdown of their overlap and the merge), not the NPU lane alone.
+        const bool revise = i == 8;
+        const double proj =
+            revise ? (r.revision.proj_step_ms / 1e3 - r.rep.one_time_us / 1e6) / r.requests
+                   : per_request_s(r.rep) / r.requests;
         if (first_projected == 0) first_projected = proj;
         nlohmann::json j = {
             {"configuration", row.name},
@@ -491,6 +513,22 @@ nlohmann::json run_ablation(const tools::LoadedModel& lm, const runtime::DeviceC
             j["drafts_accepted"] = static_cast<double>(r.drafts_accepted) / r.requests;
             j["drafts_rejected"] = static_cast<double>(r.drafts_rejected) / r.requests;
         }
+        if (revise) {
+            const auto& v = r.revision;
+            const double n = r.requests;
+            j["revision"] = {
+                {"checks", v.checks / n},
+                {"refreshes", v.refreshes / n},
+                {"revisions", v.revisions / n},
+                {"cpu_only_steps", v.lane_only_steps / n},
+                {"projected_npu_lane_s", (v.proj_dense_ms / 1e3 - r.rep.one_time_us / 1e6) / n},
+                {"projected_cpu_lane_s", v.proj_cpu_ms / 1e3 / n},
+                {"projected_contention_s", v.proj_contention_ms / 1e3 / n},
+                {"projected_merge_s", v.proj_merge_ms / 1e3 / n},
+                {"projected_serial_s", ((v.proj_dense_ms + v.proj_cpu_ms + v.proj_merge_ms) / 1e3 -
+                                        r.rep.one_time_us / 1e6) /
+                                           n}};
+        }
         rows.push_back(j);
         std::printf("%-34s %12.1f %8.1fx %14.1f %8.1fx %10.1f %12.1f %6.2f %10s\n", row.name,
                     row.published_s,
@@ -511,11 +549,23 @@ nlohmann::json run_ablation(const tools::LoadedModel& lm, const runtime::DeviceC
                 static_cast<double>(r.drafts_accepted) / r.requests,
                 static_cast<double>(r.drafts_rejected) / r.requests);
         }
+        if (revise) {
+            const auto& v = r.revision;
+            const double n = r.requests;
+            const double npu_s = (v.proj_dense_ms / 1e3 - r.rep.one_time_us / 1e6) / n;
+            const double cpu_s = v.proj_cpu_ms / 1e3 / n;
+            std::printf(
+                "  PROJECTED lanes per request: NPU %.2f s, CPU %.2f s (%.0f check rows, %.0f K/V "
+                "refreshes, %.1f revised, %.1f CPU-only steps), shared-DRAM slowdown %.2f s, "
+                "merge %.3f s; step = max(lanes) + slowdown + merge -> %.2f s (both lanes in "
+                "series: %.2f s)\n",
+                npu_s, cpu_s, v.checks / n, v.refreshes / n, v.revisions / n, v.lane_only_steps / n,
+                v.proj_contention_ms / 1e3 / n, v.proj_merge_ms / 1e3 / n, proj,
+                npu_s + cpu_s + v.proj_merge_ms / 1e3 / n);
+        }
         std::printf("%s", r.rep.summary().c_str());
         std::fflush(stdout);
     }
-    std::printf("%-34s %12.1f   (progressive revision: a later issue)\n", "+ progressive revision",
-                16.1);
     nlohmann::json out = {{"rows", rows}};
     if (!sensitivity) return out;
 
@@ -635,7 +685,7 @@ int main(int argc, char** argv) {
                     "interleaved with ours (nothing of llama.cpp is built or shipped here)",
                     &llama_diffusion);
         bool ablation = false, no_sensitivity = false;
-        std::string ablation_configs = "12345678", cache_policy = "prefix-cache";
+        std::string ablation_configs = "123456789", cache_policy = "prefix-cache";
         args.section("Ablation mode (projected; uses --prompt-len, --gen, --block, --steps)");
         args.flag({"--ablation"},
                   "the published ablation's rows (CPU, + prefix KV cache, + NPU offload,\n"
@@ -643,14 +693,14 @@ int main(int argc, char** argv) {
                   "and its CPU profile, beside the published seconds and the host wall time",
                   &ablation);
         args.string({"--ablation-configs"}, "DIGITS",
-                    "which rows to run, e.g. 34 (default 12345678; rows 6-8 need traces)",
+                    "which rows to run, e.g. 34 (default 123456789; rows 6-9 need traces)",
                     &ablation_configs);
         args.string({"--cache-policy"}, "NAME",
                     "the cached policy of rows 2-4: prefix-cache (default) or dual-cache",
                     &cache_policy);
         args.flag({"--no-sensitivity"}, "skip the map/unmap and copy cost sensitivity table",
                   &no_sensitivity);
-        std::string replay_path, replay_need_path, replay_threshold_path;
+        std::string replay_path, replay_need_path, replay_threshold_path, replay_revise_path;
         int replay_index = -1;
         args.section("Replay (--e2e and --ablation)");
         args.string(
@@ -664,6 +714,10 @@ int main(int argc, char** argv) {
         args.string({"--replay-threshold"}, "FILE",
                     "--ablation: the trace of the row 'mbsd + threshold 0.9'",
                     &replay_threshold_path);
+        args.string({"--replay-revise"}, "FILE",
+                    "--ablation: the trace of the row '+ progressive revision' (mbsd + a\n"
+                    "threshold + --revise)",
+                    &replay_revise_path);
         args.integer({"--replay-index"}, "N",
                      "which trace of the file (default: the one of median forward count)",
                      &replay_index, 0, 1 << 30);
@@ -685,9 +739,11 @@ int main(int argc, char** argv) {
         // spaced sample (--replay-sample N).
         if (replay_sample > 0 && replay_index >= 0)
             throw Error("give one of --replay-sample and --replay-index");
-        if (e2e && (!replay_need_path.empty() || !replay_threshold_path.empty()))
+        if (e2e && (!replay_need_path.empty() || !replay_threshold_path.empty() ||
+                    !replay_revise_path.empty()))
             throw Error(
-                "--replay-need and --replay-threshold are --ablation's; --e2e takes --replay");
+                "--replay-need, --replay-threshold and --replay-revise are --ablation's; --e2e "
+                "takes --replay");
         if (!ablation && !e2e && (!replay_path.empty() || replay_sample > 0 || replay_index >= 0))
             throw Error("--replay applies to --e2e and --ablation");
         // `parallel`: 1 the rows need a trace of a parallel commit rule, 0 of a schedule, -1 any.
@@ -714,9 +770,9 @@ int main(int argc, char** argv) {
             }
             return v;
         };
-        AblationTraces traces{load_traces(replay_path, ablation ? 0 : -1),
-                              load_traces(replay_need_path, 1),
-                              load_traces(replay_threshold_path, 1)};
+        AblationTraces traces{
+            load_traces(replay_path, ablation ? 0 : -1), load_traces(replay_need_path, 1),
+            load_traces(replay_threshold_path, 1), load_traces(replay_revise_path, 1)};
         std::optional<decode::DecisionTrace> trace;
         if (!traces.mbsd.empty()) trace = traces.mbsd[0];
         const auto t_load = Clock::now();

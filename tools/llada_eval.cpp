@@ -101,6 +101,7 @@ struct Tally {
         rv.proj_dense_ms += a.proj_dense_ms;
         rv.proj_cpu_ms += a.proj_cpu_ms;
         rv.proj_merge_ms += a.proj_merge_ms;
+        rv.proj_contention_ms += a.proj_contention_ms;
         rv.proj_step_ms += a.proj_step_ms;
         int64_t decided = 0;
         for (const auto& s : r.steps)
