@@ -38,6 +38,7 @@ class CpuLane {
 
     // The mirror: the dense cache's slots, then as many scratch slots per sequence.
     runtime::KvCache& kv() { return kv_; }
+    model::Session& session() { return session_; }
     int threads() const { return pool_.size(); }
     bool serial() const { return serial_; }
     bool projected() const;

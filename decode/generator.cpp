@@ -62,6 +62,7 @@ void check_revise_options(const std::string& name, const GenerateOptions& opt) {
     if (r.stable_k < 0) throw Error("--stable-k must be >= 0 (0: stable when committed)");
     if (r.budget < 1) throw Error("--stable-budget must be >= 1 step");
     if (r.threads < 1 || r.threads > 256) throw Error("--revise-threads must be in [1, 256]");
+    if (r.rows < -1) throw Error("--revise-rows must be 'auto' or a row count >= 0");
 }
 
 }  // namespace
@@ -681,20 +682,45 @@ void Generator::plan_revision() {
         if (row.seq == 0 && row.slot >= 0) dense_writes_[row.slot] = true;
     }
     const auto& x = res_.canvas;
+    stale_unrefreshed_ = 0;
+    visible_at_plan_ = 0;
     for (int p = 0; p < L_; ++p) {
         const bool committed = state_[p] == TokenState::Visible || state_[p] == TokenState::Stable;
+        visible_at_plan_ += state_[p] == TokenState::Visible;
         if (!committed || kv_tok_[p] == x[p]) continue;
+        if (!opt_.revise.fresh_context && !needs_lane_refresh_[p]) {
+            ++stale_unrefreshed_;
+            continue;
+        }
         lane_refresh_.push_back(p);
         req_.cpu_rows.push_back({x[p], p, 0, p, -1, false});
     }
+    // Under a row budget the refreshes go first, then the leftmost visible tokens (the ones the
+    // stable prefix waits for), at least one; unchecked tokens keep their count.
+    const int budget = lane_budget();
+    int room = budget < 0 ? L_ : std::max(1, budget - static_cast<int>(lane_refresh_.size()));
     // A check row: the mask at p, blind to p's key, seeing its own mask key instead (its K/V go
     // to a scratch slot past the canvas, which no other row attends to).
-    for (int p = P_; p < L_; ++p) {
+    for (int p = P_; p < L_ && room > 0; ++p) {
         if (state_[p] != TokenState::Visible) continue;
+        --room;
         const int32_t scratch = L_ + static_cast<int32_t>(checks_.size());
         checks_.push_back(p);
         req_.cpu_rows.push_back({ids_.mask, p, 0, scratch, p, true, true});
     }
+}
+
+int Generator::lane_budget() const {
+    const int rows = opt_.revise.rows;
+    if (rows > 0) return rows;
+    if (rows == 0 || !req_.dense || dense_cost_.empty() || lane_cost_.empty()) return -1;
+    // auto: the CPU lane's rows whose projected time fits within the dense step's.
+    const double t = dense_cost_.at(static_cast<int64_t>(req_.rows.size()));
+    int n = 0;
+    for (size_t i = 0; i < lane_cost_.rows.size(); ++i) {
+        if (lane_cost_.ms[i] <= t) n = static_cast<int>(lane_cost_.rows[i]);
+    }
+    return n;
 }
 
 // The revision rule over this step's checks, in position order.
@@ -759,11 +785,17 @@ void Generator::revise(std::span<const RowPrediction> cpu_preds, StepInfo& info)
 // spent, and every earlier position is stable.
 void Generator::stabilise(StepInfo& info) {
     const ReviseOptions& ro = opt_.revise;
+    // After the last block, a step of the CPU path alone that revised nothing and checked every
+    // visible token against a cache holding every committed token's own K/V saw the final
+    // context: a further check would see the same and decide the same, so they are all final.
+    const bool settled = !req_.dense && info.revised + info.remasked == 0 &&
+                         static_cast<int>(checks_.size()) == visible_at_plan_ &&
+                         stale_unrefreshed_ == 0;
     for (int p = P_; p < L_; ++p) {
         if (state_[p] == TokenState::Stable) continue;
         if (state_[p] != TokenState::Visible) break;
         const int age = global_step_ - commit_step_[p];
-        if (streak_[p] < ro.stable_k && age < ro.budget) break;
+        if (!settled && streak_[p] < ro.stable_k && age < ro.budget) break;
         state_[p] = TokenState::Stable;
         ++info.stabilised;
         ++res_.revision.stabilised;

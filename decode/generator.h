@@ -104,6 +104,11 @@ class Generator {
     void record_lane_cost(const LaneCost& c);
     bool revising() const { return opt_.revise.on; }
     const ReviseOptions& revise_options() const { return opt_.revise; }
+    // --revise-rows auto: the dense lane's and the CPU lane's projected cost by row count.
+    void set_lane_costs(ForwardCost dense, ForwardCost cpu) {
+        dense_cost_ = std::move(dense);
+        lane_cost_ = std::move(cpu);
+    }
 
     const GenerateResult& result() const { return res_; }
     GenerateResult take_result();
@@ -185,6 +190,10 @@ class Generator {
     std::vector<bool> dense_writes_;        // scratch: slots the dense rows write this step
     // Replay: revisions per check from the trace, and the running count.
     double replay_revision_rate_ = 0.0, replay_revisions_ = 0.0;
+    ForwardCost dense_cost_, lane_cost_;  // --revise-rows auto
+    int visible_at_plan_ = 0;             // visible tokens when the step was planned
+    int stale_unrefreshed_ = 0;           // committed positions the checks saw with older K/V
+    int lane_budget() const;              // CPU-path rows this step may take (-1: no cap)
 };
 
 }  // namespace llada::decode

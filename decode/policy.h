@@ -54,6 +54,16 @@ struct ReviseOptions {
     double stable = 0.9;
     int stable_k = 2;
     int budget = 8;
+    // CPU-path rows per step: 0 = a check of every visible token (default), N > 0 = at most N
+    // (K/V refreshes first, then the leftmost visible tokens), -1 = auto: as many as the
+    // projected CPU lane finishes within the dense lane's projected step (a projected device).
+    int rows = 0;
+    // The checks' context: true = the CPU path also recomputes the K/V of every committed token
+    // whose cached K/V are not of its token yet (tokens committed last step, which the dense
+    // path refreshes this step), so every check sees every committed token; false = it
+    // recomputes only revised tokens' K/V, and a check sees last step's commits as the cache
+    // holds them (masks): fewer CPU rows, a check one step behind.
+    bool fresh_context = true;
     int threads = 1;      // the CPU path's own thread pool
     bool serial = false;  // run the CPU path after the dense forward on the calling thread
 };

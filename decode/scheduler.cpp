@@ -5,6 +5,7 @@
 #include <cassert>
 #include <chrono>
 
+#include "decode/lookahead.h"
 #include "npu/profile.h"
 #include "util/error.h"
 
@@ -103,6 +104,18 @@ void Scheduler::add(Generator& g) {
         lane_rows_.reserve(rows);
         lane_preds_.reserve(rows);
         dense_written_.assign(static_cast<size_t>(s_.n_seq()) * s_.n_pos(), 0);
+    }
+    if (g.revising() && g.revise_options().rows < 0) {
+        const runtime::DeviceReport* rep = s_.device().report();
+        if (rep == nullptr || !rep->projected || !lane_->projected()) {
+            throw Error(
+                "--revise-rows auto sizes the CPU path from projected lane costs; it needs a "
+                "projected device (npu-sim, or cpu with --npu-profile sm8750-cpu); give a row "
+                "count instead");
+        }
+        const int64_t L = g.canvas_len();
+        g.set_lane_costs(device_forward_cost(s_, s_.max_rows(), L),
+                         device_forward_cost(lane_->session(), 2 * L, L));
     }
     Entry e{&g, {-1, -1}};
     for (int k = 0; k < g.n_seq(); ++k)

@@ -974,3 +974,33 @@ TEST(Revision, ImpossibleOptionsAreRejectedByName) {
     c.revise.threads = 0;
     expect_error("threshold", c, "--revise-threads");
 }
+
+// --revise-rows N caps the CPU path's rows per step (the refreshes, then the leftmost visible
+// tokens, at least one check); auto needs projected lane costs and says so on a plain CPU.
+TEST(Revision, RowBudgetCapsTheCpuPath) {
+    Tiny tiny;
+    for (const std::string& text : hard_prompts(2)) {
+        SCOPED_TRACE(text);
+        auto opt = revising(tiny.opt);
+        opt.threshold = 0.3;
+        opt.revise.rows = 3;
+        const auto prompt = tiny.prompt(text);
+        const Trace t = run(*tiny.lm.model, "dual-cache", opt, tiny.lm.ids, prompt);
+        expect_revision_invariants(t, static_cast<int>(prompt.size()), tiny.lm.ids);
+        for (size_t i = 0; i < t.steps.size(); ++i) {
+            const auto& s = t.steps[i];
+            if (!s.dense) continue;  // steps of the CPU path alone take every visible token
+            EXPECT_LE(s.checks + s.refreshes, std::max(3, s.refreshes + 1)) << "step " << i;
+            const int visible = i == 0 ? 0 : t.steps[i - 1].n_visible;
+            EXPECT_EQ(s.checks, std::min(visible, std::max(1, 3 - s.refreshes))) << "step " << i;
+        }
+    }
+    auto opt = revising(tiny.opt);
+    opt.revise.rows = -1;
+    try {
+        run(*tiny.lm.model, "dual-cache", opt, tiny.lm.ids, tiny.prompt(kPrompts[0]));
+        ADD_FAILURE() << "--revise-rows auto was accepted on an unprojected cpu";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("--revise-rows auto"), std::string::npos) << e.what();
+    }
+}

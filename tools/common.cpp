@@ -165,6 +165,15 @@ void DecodeFlags::add_to(ArgTable& args) {
     args.integer({"--stable-budget"}, "N",
                  "stable at the latest N steps after its first commit (default 8)",
                  &opt.revise.budget, 1, 1 << 20);
+    args.string({"--revise-rows"}, "auto|N",
+                "CPU-path rows per step: 0 = check every visible token (default), N = at most\n"
+                "N (refreshes, then the leftmost tokens), auto = what the projected CPU lane\n"
+                "finishes within the dense step (a projected device)",
+                &revise_rows);
+    args.string({"--revise-context"}, "fresh|snapshot",
+                "what a check sees of last step's commits: their K/V recomputed on the CPU\n"
+                "path (fresh, default) or the cache as it is (snapshot: fewer CPU rows)",
+                &revise_context);
     args.integer({"--revise-threads"}, "N", "threads of the CPU path's own pool (default 1)",
                  &opt.revise.threads, 1, 256);
     args.flag({"--revise-serial"},
@@ -239,7 +248,8 @@ void DecodeFlags::finish(const ArgTable& args, const model::Model& model) {
                     lookahead + " needs none");
     opt.recalibrate = calibrate;
     for (const char* f : {"--revise-mode", "--revise-margin", "--revise-floor", "--stable-p",
-                          "--stable-k", "--stable-budget", "--revise-threads", "--revise-serial"}) {
+                          "--stable-k", "--stable-budget", "--revise-threads", "--revise-serial",
+                          "--revise-rows", "--revise-context"}) {
         if (args.given(f) && !opt.revise.on) {
             throw Error(std::string(f) + " is a setting of --revise; give --revise too");
         }
@@ -252,6 +262,21 @@ void DecodeFlags::finish(const ArgTable& args, const model::Model& model) {
         throw Error("--revise-mode must be replace or remask, got '" + revise_mode + "'");
     }
     opt.revise.serial = revise_serial;
+    if (revise_context != "fresh" && revise_context != "snapshot") {
+        throw Error("--revise-context must be fresh or snapshot, got '" + revise_context + "'");
+    }
+    opt.revise.fresh_context = revise_context == "fresh";
+    if (revise_rows == "auto") {
+        opt.revise.rows = -1;
+    } else {
+        char* end = nullptr;
+        const long v = std::strtol(revise_rows.c_str(), &end, 10);
+        if (revise_rows.empty() || *end != '\0' || v < 0 || v > (1 << 20)) {
+            throw Error("--revise-rows must be 'auto' or a row count >= 0, got '" + revise_rows +
+                        "'");
+        }
+        opt.revise.rows = static_cast<int>(v);
+    }
 }
 
 void DecodeFlags::set_calibration_file(const std::string& model_path, int threads) {

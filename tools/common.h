@@ -48,8 +48,9 @@ struct DecodeFlags {
     bool lut_exp = false, lut_dequant = false, kv_f16 = false;
     std::string lookahead = "auto", draft_input = "mask";
     bool calibrate = false, full_last_layer = false;
-    std::string revise_mode = "replace";
+    std::string revise_mode = "replace", revise_rows = "0";
     bool revise_serial = false;
+    std::string revise_context = "fresh";
     void add_to(ArgTable& args);
     // Applies the GGUF's recommended defaults (llada_cpp.gen_length, .block_length, .steps) for
     // the flags the user did not give, then checks the remaining relations.

@@ -366,6 +366,8 @@ struct AblationRun {
 // replayed row is the mean over its traces, one request each, on one device.
 struct AblationTraces {
     std::vector<decode::DecisionTrace> mbsd, need, mbsd_threshold, revise;
+    int revise_rows = -1;      // row 9's CPU-path rows per step (--revise-rows; -1 auto)
+    bool revise_fresh = true;  // row 9's --revise-context (fresh or snapshot)
     // The traces of row i of kAblation (rows 6, 7, 8 and 9).
     const std::vector<decode::DecisionTrace>& of(size_t row) const {
         return row == 5 ? mbsd : row == 6 ? need : row == 7 ? mbsd_threshold : revise;
@@ -404,6 +406,8 @@ AblationRun run_ablation_row(const tools::LoadedModel& lm, const AblationRow& ro
         // Rows 7-9 commit by the threshold rule (the trace's counts); row 6 keeps the schedule.
         if (index >= 6) opt.threshold = 0.9;
         opt.revise.on = index == 8;
+        opt.revise.rows = traces.revise_rows;
+        opt.revise.fresh_context = traces.revise_fresh;
     }
     AblationRun r;
     r.requests = replay ? static_cast<int>(replay->size()) : 1;
@@ -718,6 +722,14 @@ int main(int argc, char** argv) {
                     "--ablation: the trace of the row '+ progressive revision' (mbsd + a\n"
                     "threshold + --revise)",
                     &replay_revise_path);
+        std::string revise_rows = "auto", revise_context = "fresh";
+        args.string({"--revise-context"}, "fresh|snapshot",
+                    "--ablation row 9: what a check sees of last step's commits (default fresh)",
+                    &revise_context);
+        args.string({"--revise-rows"}, "auto|N",
+                    "--ablation row 9: CPU-path rows per step (auto: what the projected CPU\n"
+                    "lane finishes within the NPU step, default; 0: every visible token)",
+                    &revise_rows);
         args.integer({"--replay-index"}, "N",
                      "which trace of the file (default: the one of median forward count)",
                      &replay_index, 0, 1 << 30);
@@ -773,6 +785,19 @@ int main(int argc, char** argv) {
         AblationTraces traces{
             load_traces(replay_path, ablation ? 0 : -1), load_traces(replay_need_path, 1),
             load_traces(replay_threshold_path, 1), load_traces(replay_revise_path, 1)};
+        if (revise_rows == "auto") {
+            traces.revise_rows = -1;
+        } else {
+            char* end = nullptr;
+            const long v = std::strtol(revise_rows.c_str(), &end, 10);
+            if (revise_rows.empty() || *end != '\0' || v < 0 || v > (1 << 20))
+                throw Error("--revise-rows must be 'auto' or a row count >= 0, got '" +
+                            revise_rows + "'");
+            traces.revise_rows = static_cast<int>(v);
+        }
+        if (revise_context != "fresh" && revise_context != "snapshot")
+            throw Error("--revise-context must be fresh or snapshot, got '" + revise_context + "'");
+        traces.revise_fresh = revise_context == "fresh";
         std::optional<decode::DecisionTrace> trace;
         if (!traces.mbsd.empty()) trace = traces.mbsd[0];
         const auto t_load = Clock::now();
