@@ -140,12 +140,13 @@ void DecodeFlags::add_to(ArgTable& args) {
               &calibrate);
     args.section("Progressive revision (--revise; policies threshold, dual-cache, mbsd, ...)");
     args.flag({"--revise"},
-              "keep committed tokens revisable: a shadow row (the mask at the position, blind\n"
-              "to its own key) re-checks each visible token every step on a CPU path beside\n"
-              "the dense window, until it is stable (docs/step-engine.md)",
+              "keep committed tokens revisable: a check row (the mask at the position, which\n"
+              "sees a mask there instead of the token) re-checks each visible token every\n"
+              "step on a CPU path beside the dense window, until it is stable\n"
+              "(docs/step-engine.md)",
               &opt.revise.on);
     args.string({"--revise-mode"}, "MODE",
-                "a revised token becomes the shadow's argmax (replace, default) or masked\n"
+                "a revised token becomes the check's argmax (replace, default) or masked\n"
                 "again (remask)",
                 &revise_mode);
     args.real({"--revise-margin"}, "M",
