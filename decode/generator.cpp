@@ -464,6 +464,8 @@ void Generator::resolve_draft(int p, bool accept, bool early, StepInfo& info) {
             ++drafts_early_;
         }
         commit(p, draft_tok_[p]);
+        res_.confidence_sum += draft_conf_[p];
+        ++res_.confidence_n;
     } else {
         ++info.drafts_rejected;
         state_[p] = TokenState::Masked;
@@ -508,7 +510,10 @@ void Generator::decide(StepInfo& info, int n_need) {
                 accepted > 0 && ((cfg_.rule == CommitRule::Threshold && c < opt_.threshold) ||
                                  (cfg_.rule == CommitRule::Factor && chosen_.size() == 1 &&
                                   c < 1.0 - opt_.factor / 2.0));
-            if (!forced) commit(need_[r], cand_[r].token);
+            if (forced) continue;
+            commit(need_[r], cand_[r].token);
+            res_.confidence_sum += c;
+            ++res_.confidence_n;
         }
     }
 }

@@ -200,6 +200,13 @@ struct GenerateResult {
         double proj_step_ms = 0.0;  // sum over steps of max(dense, cpu) + contention + merge
     } revision;
     std::vector<RevisionEvent> revision_events;  // in order
+    // The confidence of each committed token when it was committed (test-time scaling's
+    // `confidence` selection and vote tie-break).
+    double confidence_sum = 0.0;
+    int64_t confidence_n = 0;
+    double mean_confidence() const {
+        return confidence_n > 0 ? confidence_sum / static_cast<double>(confidence_n) : 0.0;
+    }
 
     // The generated ids, prompt excluded.
     std::vector<int32_t> generated() const;

@@ -158,6 +158,19 @@ void Scheduler::merge(const runtime::Batch& dense, const runtime::Batch* lane,
         lc.proj_merge_ms = static_cast<double>(bytes) / (lane_->copy_gbps() * 1e6);
 }
 
+bool Scheduler::same_rows(const StepRequest& a, const StepRequest& b) {
+    if (a.rows.size() != b.rows.size() || a.kv_len != b.kv_len || a.need_logits != b.need_logits ||
+        !a.cpu_rows.empty() || !b.cpu_rows.empty())
+        return false;
+    for (size_t i = 0; i < a.rows.size(); ++i) {
+        const RowRequest &x = a.rows[i], &y = b.rows[i];
+        if (x.token != y.token || x.pos != y.pos || x.seq != y.seq || x.slot != y.slot ||
+            x.exclude != y.exclude || x.predict != y.predict || x.own_key != y.own_key)
+            return false;
+    }
+    return true;
+}
+
 bool Scheduler::step() {
     using clock = std::chrono::steady_clock;
     auto ms_since = [](clock::time_point t) {
@@ -173,6 +186,16 @@ bool Scheduler::step() {
         if (!e.planned) continue;
         any = true;
         const StepRequest& req = e.g->plan_step();
+        e.req = &req;
+        e.twin = -1;
+        for (size_t k = 0; &live_[k] != &e; ++k) {
+            const Entry& o = live_[k];
+            if (o.planned && o.twin < 0 && o.g->n_seq() == e.g->n_seq() && same_rows(*o.req, req)) {
+                e.twin = static_cast<int>(k);
+                break;
+            }
+        }
+        if (e.twin >= 0) continue;  // served by the twin's rows
         need_logits = need_logits || req.need_logits;
         e.first_row = dense_.tokens.size();
         e.first_pred = dense_.out_rows.size();
@@ -226,6 +249,23 @@ bool Scheduler::step() {
     } else if (lane_) {
         // No CPU-path rows this step: the mirror still takes what the dense rows wrote.
         merge(batch, nullptr, lc);
+    }
+    // Twins: the rows' K/V go to their own sequences too, and they take the same predictions.
+    for (Entry& e : live_) {
+        if (!e.planned || e.twin < 0) continue;
+        const Entry& o = live_[e.twin];
+        for (const RowRequest& r : o.req->rows) {
+            if (r.slot >= 0) s_.kv().copy_slot(o.seq[r.seq], e.seq[r.seq], r.slot);
+        }
+        if (lane_) {
+            for (const RowRequest& r : o.req->rows) {
+                if (r.slot >= 0) lane_->kv().copy_slot(o.seq[r.seq], e.seq[r.seq], r.slot);
+            }
+        }
+        e.first_pred = o.first_pred;
+        e.n_pred = o.n_pred;
+        e.first_lane_pred = o.first_lane_pred;
+        e.n_lane_pred = 0;
     }
     for (Entry& e : live_) {
         if (!e.planned) continue;

@@ -4,7 +4,10 @@
 // scaling and the server put several generations here; a single generation is the common case.
 // Generations with progressive revision also hand it CPU-path rows: they run on a CpuLane
 // (decode/cpu_lane.h) concurrently with the dense forward, and the slots each path wrote are
-// merged into the other's cache when both are done (the step boundary).
+// merged into the other's cache when both are done (the step boundary). Generations whose
+// windows are identical in a step (same rows, same tokens: candidates of one prompt before
+// their canvases diverge) are computed once; the K/V the rows wrote are copied to the others'
+// sequences and every one gets the same predictions.
 #pragma once
 
 #include <memory>
@@ -40,7 +43,12 @@ class Scheduler {
         size_t first_row = 0, n_rows = 0, first_pred = 0, n_pred = 0;
         size_t first_lane_pred = 0, n_lane_pred = 0;
         bool planned = false;  // had a step this forward
+        const StepRequest* req = nullptr;
+        int twin = -1;  // an earlier entry whose identical rows this step serves this one too
     };
+    // Identical windows are computed once (test-time scaling's candidates share their first
+    // step, and every step while their canvases agree).
+    static bool same_rows(const StepRequest& a, const StepRequest& b);
     // One forward's arrays, reused.
     struct Rows {
         std::vector<int32_t> tokens, pos, seq, slot, exclude, own_key, out_rows;

@@ -49,6 +49,27 @@ int KvCache::n_free() const {
     return n;
 }
 
+size_t KvCache::copy_slot(int from, int to, int pos) {
+    if (from < 0 || from >= n_seq_ || to < 0 || to >= n_seq_ || pos < 0 || pos >= n_pos_) {
+        throw Error("KV cache copy of slot " + std::to_string(pos) + " from sequence " +
+                    std::to_string(from) + " to " + std::to_string(to) + " outside the cache");
+    }
+    const size_t n = static_cast<size_t>(head_dim_);
+    for (int l = 0; l < n_layer_; ++l) {
+        for (int h = 0; h < n_kv_head_; ++h) {
+            const size_t i = index(l, from, h, pos), j = index(l, to, h, pos);
+            if (f16_) {
+                std::copy_n(k16_.data() + i, n, k16_.data() + j);
+                std::copy_n(v16_.data() + i, n, v16_.data() + j);
+            } else {
+                std::copy_n(k_.data() + i, n, k_.data() + j);
+                std::copy_n(v_.data() + i, n, v_.data() + j);
+            }
+        }
+    }
+    return slot_bytes();
+}
+
 size_t KvCache::copy_slot_from(const KvCache& other, int seq, int pos) {
     if (other.n_layer_ != n_layer_ || other.n_seq_ != n_seq_ || other.n_kv_head_ != n_kv_head_ ||
         other.head_dim_ != head_dim_ || other.f16_ != f16_) {

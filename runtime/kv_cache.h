@@ -41,6 +41,8 @@ class KvCache {
     // shape (its n_pos may differ); returns the bytes copied. (The two paths of progressive
     // revision merge with it.)
     size_t copy_slot_from(const KvCache& other, int seq, int pos);
+    // Copies slot `pos` of sequence `from` to the same slot of sequence `to` in this cache.
+    size_t copy_slot(int from, int to, int pos);
     size_t slot_bytes() const {
         return static_cast<size_t>(n_layer_) * kv_dim() * 2 * (f16_ ? 2 : sizeof(float));
     }

@@ -180,6 +180,15 @@ void DecodeFlags::add_to(ArgTable& args) {
     args.flag({"--revise-serial"},
               "run the CPU path after the dense forward on the same thread (for comparison)",
               &revise_serial);
+    args.section("Test-time scaling");
+    args.integer({"--tts"}, "N",
+                 "decode N candidates of the prompt together (seeds --seed .. --seed+N-1; give\n"
+                 "--temperature > 0 or --remasking random for diversity) and choose one",
+                 &tts, 1, 4096);
+    args.string({"--select"}, "vote|confidence",
+                "--tts: the majority answer (ties by mean confidence; default) or the candidate\n"
+                "with the highest mean committed confidence",
+                &select);
     args.section("Kernels and memory");
     args.flag({"--full-last-layer"},
               "run the last layer on every window row (default: only the rows whose\n"
@@ -267,6 +276,12 @@ void DecodeFlags::finish(const ArgTable& args, const model::Model& model) {
         throw Error("--revise-context must be fresh or snapshot, got '" + revise_context + "'");
     }
     opt.revise.fresh_context = revise_context == "fresh";
+    if (args.given("--select") && tts == 0) throw Error("--select applies to --tts N");
+    if (select != "vote" && select != "confidence")
+        throw Error("--select must be vote or confidence, got '" + select + "'");
+    if (tts > 0 && policy == "ar") {
+        throw Error("--tts with --policy ar is not implemented yet (the diffusion policies are)");
+    }
     if (revise_rows == "auto") {
         opt.revise.rows = -1;
     } else {
@@ -354,6 +369,35 @@ nlohmann::json revision_json(const decode::GenerateResult::Revision& r) {
             {"projected_merge_ms", r.proj_merge_ms},
             {"projected_contention_ms", r.proj_contention_ms},
             {"projected_overlapped_ms", r.proj_step_ms}};
+}
+
+TtsChoice choose_candidate(const decode::CandidatesResult& c, const tokenizer::Tokenizer& tok,
+                           const decode::TokenIds& ids, const std::string& select,
+                           const std::function<std::string(const std::string&)>& extract) {
+    TtsChoice t;
+    for (const auto& r : c.candidates) {
+        t.texts.push_back(tok.decode(r.answer(ids), false));
+        t.answers.push_back(extract(t.texts.back()));
+        t.confidence.push_back(r.mean_confidence());
+    }
+    t.vote = decode::select_by_vote(t.answers, t.confidence);
+    t.by_confidence = decode::select_by_confidence(t.confidence);
+    t.chosen = select == "confidence" ? t.by_confidence : t.vote;
+    return t;
+}
+
+nlohmann::json tts_json(const TtsChoice& t, const std::string& select) {
+    nlohmann::json cands = nlohmann::json::array();
+    for (size_t i = 0; i < t.texts.size(); ++i) {
+        cands.push_back(
+            {{"text", t.texts[i]}, {"answer", t.answers[i]}, {"mean_confidence", t.confidence[i]}});
+    }
+    return {{"n", t.texts.size()},
+            {"select", select},
+            {"chosen", t.chosen},
+            {"vote", t.vote},
+            {"by_confidence", t.by_confidence},
+            {"candidates", cands}};
 }
 
 void DeviceFlags::add_to(ArgTable& args) {

@@ -2,6 +2,7 @@
 // wrapping, and the flags every generating tool takes.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -9,6 +10,7 @@
 
 #include "decode/policy.h"
 #include "decode/trace.h"
+#include "decode/tts.h"
 #include "model/model.h"
 #include "runtime/devices.h"
 #include "tokenizer/tokenizer.h"
@@ -51,6 +53,8 @@ struct DecodeFlags {
     std::string revise_mode = "replace", revise_rows = "0";
     bool revise_serial = false;
     std::string revise_context = "fresh";
+    int tts = 0;                  // test-time scaling: candidates per prompt (0: off)
+    std::string select = "vote";  // vote | confidence
     void add_to(ArgTable& args);
     // Applies the GGUF's recommended defaults (llada_cpp.gen_length, .block_length, .steps) for
     // the flags the user did not give, then checks the remaining relations.
@@ -63,6 +67,17 @@ struct DecodeFlags {
 nlohmann::json step_json(const decode::StepInfo& s);
 // Progressive revision's counters of a generation (llada-cli --json, llada-eval).
 nlohmann::json revision_json(const decode::GenerateResult::Revision& r);
+// Test-time scaling: the answers of the candidates (extract: the scored answer of a text) and
+// the one chosen by `select` (vote | confidence).
+struct TtsChoice {
+    std::vector<std::string> texts, answers;
+    std::vector<double> confidence;
+    int vote = 0, by_confidence = 0, chosen = 0;
+};
+TtsChoice choose_candidate(const decode::CandidatesResult& c, const tokenizer::Tokenizer& tok,
+                           const decode::TokenIds& ids, const std::string& select,
+                           const std::function<std::string(const std::string&)>& extract);
+nlohmann::json tts_json(const TtsChoice& t, const std::string& select);
 
 // A generation's decision trace (--trace-out) as one JSON object, and back. `source` names the
 // model and policy it came from.

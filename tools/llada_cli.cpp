@@ -77,6 +77,37 @@ int main(int argc, char** argv) {
         auto device = devf.make(pool);
         dec.set_calibration_file(model_path, threads);
         auto policy = decode::make_policy(dec.policy, *lm.model, *device, dec.opt, lm.ids);
+        if (dec.tts > 0) {
+            // Test-time scaling: N candidates in one batch, one chosen.
+            const auto c = decode::generate_candidates(dec.policy, *lm.model, *device, dec.opt,
+                                                       lm.ids, ids, dec.tts);
+            const auto t =
+                tools::choose_candidate(c, *lm.tok, lm.ids, dec.select, [](const std::string& s) {
+                    const auto b = s.find_first_not_of(" \t\n");
+                    const auto e = s.find_last_not_of(" \t\n");
+                    return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+                });
+            if (json) {
+                nlohmann::json j = tools::tts_json(t, dec.select);
+                j["model"] = model_path;
+                j["policy"] = policy->name();
+                j["text"] = t.texts[t.chosen];
+                j["nfe"] = c.forwards;
+                j["rows"] = c.rows;
+                j["wall_s"] = c.wall_s;
+                std::printf(
+                    "%s\n",
+                    j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+            } else {
+                std::printf("%s\n", t.texts[t.chosen].c_str());
+                std::fprintf(stderr,
+                             "llada-cli: %d candidates in %lld forward passes, %.3f s; chose %d "
+                             "by %s\n",
+                             dec.tts, static_cast<long long>(c.forwards), c.wall_s, t.chosen,
+                             dec.select.c_str());
+            }
+            return 0;
+        }
 
         const bool display = !no_display && !json && isatty(fileno(stdout));
         tools::CanvasView view(*lm.tok, lm.ids, stdout);

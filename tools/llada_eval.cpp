@@ -70,6 +70,16 @@ struct Tally {
     double wall_s = 0.0;
 
     GoldRevisions gold;
+    // Test-time scaling: problems the vote, the confidence choice, any candidate (pass@N) and
+    // the first candidate (its seed alone) got right.
+    int64_t tts_vote = 0, tts_confidence = 0, tts_pass = 0, tts_first = 0;
+
+    void add_tts(bool vote, bool confidence, bool pass, bool first) {
+        tts_vote += vote;
+        tts_confidence += confidence;
+        tts_pass += pass;
+        tts_first += first;
+    }
 
     void add(const decode::GenerateResult& r, int64_t answer_len, bool ok, const GoldRevisions& g) {
         gold.add(g);
@@ -135,7 +145,21 @@ struct Tally {
                 {"wall_s", wall_s},
                 // Progressive revision: totals over the problems (not per problem).
                 {"revision", tools::revision_json(rv)},
-                {"revision_vs_answer", gold.to_json()}};
+                {"revision_vs_answer", gold.to_json()},
+                {"tts", tts_json()}};
+    }
+
+    nlohmann::json tts_json() const {
+        auto acc = [&](int64_t k) {
+            const auto ci = tools::wilson95(k, n);
+            return nlohmann::json{{"correct", k},
+                                  {"accuracy", n > 0 ? static_cast<double>(k) / n : 0.0},
+                                  {"ci95", {ci.lo, ci.hi}}};
+        };
+        return {{"vote", acc(tts_vote)},
+                {"confidence", acc(tts_confidence)},
+                {"pass", acc(tts_pass)},
+                {"first_candidate", acc(tts_first)}};
     }
 };
 
@@ -228,6 +252,8 @@ int main(int argc, char** argv) {
             std::string generated;
             bool ok = false;
             GoldRevisions gold;
+            bool tts_vote = false, tts_confidence = false, tts_pass = false, tts_first = false;
+            nlohmann::json tts;  // the candidates and the choice (--tts)
         };
         std::vector<Outcome> outcomes(problems.size());
         std::atomic<size_t> next{0}, finished{0};
@@ -242,7 +268,27 @@ int main(int argc, char** argv) {
                         chat ? tools::chat_wrap(*lm.tok, pb.prompt) : pb.prompt;
                     const auto ids = lm.tok->encode(text, lm.tok->add_bos_default(), chat);
                     Outcome& o = outcomes[i];
-                    o.res = w.policy->generate(ids);
+                    if (dec.tts > 0) {
+                        // N candidates in one batch; the chosen one stands for the problem,
+                        // charged the whole batch's forwards, rows and time.
+                        auto c = decode::generate_candidates(dec.policy, *lm.model, *w.device,
+                                                             dec.opt, lm.ids, ids, dec.tts);
+                        const auto t = tools::choose_candidate(
+                            c, *lm.tok, lm.ids, dec.select,
+                            [&](const std::string& s) { return matcher.extract(s).value_or(""); });
+                        o.tts_vote = matcher.correct(t.texts[t.vote], pb.answer);
+                        o.tts_confidence = matcher.correct(t.texts[t.by_confidence], pb.answer);
+                        o.tts_first = matcher.correct(t.texts[0], pb.answer);
+                        for (const auto& text : t.texts)
+                            o.tts_pass = o.tts_pass || matcher.correct(text, pb.answer);
+                        o.tts = tools::tts_json(t, dec.select);
+                        o.res = std::move(c.candidates[t.chosen]);
+                        o.res.stats.forwards = c.forwards;
+                        o.res.stats.rows = c.rows;
+                        o.res.wall_s = c.wall_s;
+                    } else {
+                        o.res = w.policy->generate(ids);
+                    }
                     const auto answer = o.res.answer(lm.ids);
                     o.answer_len = static_cast<int64_t>(answer.size());
                     o.generated = lm.tok->decode(answer, false);
@@ -282,11 +328,14 @@ int main(int argc, char** argv) {
             const Outcome& o = outcomes[i];
             per_task[pb.task].add(o.res, o.answer_len, o.ok, o.gold);
             all.add(o.res, o.answer_len, o.ok, o.gold);
+            per_task[pb.task].add_tts(o.tts_vote, o.tts_confidence, o.tts_pass, o.tts_first);
+            all.add_tts(o.tts_vote, o.tts_confidence, o.tts_pass, o.tts_first);
             if (out) {
                 nlohmann::json j = {{"task", pb.task},     {"prompt", pb.prompt},
                                     {"answer", pb.answer}, {"generated", o.generated},
                                     {"correct", o.ok},     {"nfe", o.res.stats.forwards}};
                 j["rows"] = o.res.stats.rows;
+                if (dec.tts > 0) j["tts"] = o.tts;
                 j["rows_device"] = o.res.rows_device;
                 j["drafts"] = {{"proposed", o.res.drafts_proposed},
                                {"accepted", o.res.drafts_accepted},
@@ -351,6 +400,11 @@ int main(int argc, char** argv) {
         if (const runtime::DeviceReport* rep = workers[0].device->report(); rep && rep->projected) {
             report["device"] = tools::device_report_json(*rep);
         }
+        if (dec.tts == 0) {
+            report.erase("tts");
+            for (auto& [name, t] : report["per_task"].items())
+                t.erase("tts");
+        }
         if (json) {
             std::printf("%s\n", report.dump(1).c_str());
             return 0;
@@ -406,6 +460,15 @@ int main(int argc, char** argv) {
                 (long long)g["wrong_to_wrong"].get<int64_t>(),
                 (long long)g["remasks_of_right"].get<int64_t>(),
                 (long long)g["remasks_of_wrong"].get<int64_t>());
+        }
+        if (dec.tts > 0) {
+            const auto& t = report["tts"];
+            auto pct = [&](const char* k) { return 100 * t[k]["accuracy"].get<double>(); };
+            std::printf(
+                "test-time scaling, %d candidates (chosen by %s): vote %.2f%%, confidence %.2f%%, "
+                "pass@%d %.2f%%, first candidate %.2f%%\n",
+                dec.tts, dec.select.c_str(), pct("vote"), pct("confidence"), dec.tts, pct("pass"),
+                pct("first_candidate"));
         }
         if (const runtime::DeviceReport* rep = workers[0].device->report(); rep && rep->projected) {
             std::printf("%s", rep->summary().c_str());

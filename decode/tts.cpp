@@ -1,0 +1,95 @@
+// Test-time scaling (decode/tts.h).
+#include "decode/tts.h"
+
+#include <chrono>
+#include <map>
+#include <memory>
+
+#include "decode/generator.h"
+#include "decode/scheduler.h"
+#include "util/error.h"
+
+namespace llada::decode {
+
+CandidatesResult generate_candidates(const std::string& policy, const model::Model& model,
+                                     runtime::Device& device, const GenerateOptions& opt,
+                                     const TokenIds& ids, std::span<const int32_t> prompt, int n) {
+    if (n < 1 || n > 4096) throw Error("--tts must be in [1, 4096], got " + std::to_string(n));
+    const auto t0 = std::chrono::steady_clock::now();
+    const DiffusionConfig cfg = configure_diffusion(policy, opt);
+    if (cfg.speculate && opt.lookahead < 0) {
+        throw Error("--tts with mbsd needs --lookahead N (auto sizes one candidate's window)");
+    }
+    check_canvas_fits(model, static_cast<int>(prompt.size()), opt.gen);
+    const int L = static_cast<int>(prompt.size()) + opt.gen;
+    const int per = opt.cfg > 0.0 ? 2 : 1;
+    const int64_t rows = int64_t{n} * per * L * rows_per_position(cfg, opt);
+    model::Session session(model, device, n * per, L, rows, rows, opt.kernels);
+    std::vector<std::unique_ptr<Generator>> gens;
+    gens.reserve(static_cast<size_t>(n));
+    for (int k = 0; k < n; ++k) {
+        GenerateOptions o = opt;
+        o.seed = opt.seed + static_cast<uint64_t>(k);
+        gens.push_back(std::make_unique<Generator>(model, o, ids, cfg, prompt));
+    }
+    CandidatesResult out;
+    {
+        Scheduler sched(session);
+        for (auto& g : gens)
+            sched.add(*g);
+        const int64_t forwards0 = session.stats().forwards;
+        while (sched.step()) {
+            for (auto& g : gens) {
+                if (g->done()) sched.remove(*g);
+            }
+        }
+        out.forwards = session.stats().forwards - forwards0;
+        out.rows = session.stats().rows;
+    }
+    for (auto& g : gens)
+        out.candidates.push_back(g->take_result());
+    out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return out;
+}
+
+int select_by_vote(const std::vector<std::string>& answers, const std::vector<double>& confidence) {
+    if (answers.empty() || answers.size() != confidence.size()) {
+        throw Error("vote: one confidence per answer is needed");
+    }
+    struct Tally {
+        int votes = 0;
+        double conf = 0.0;
+        int first = 0;
+    };
+    std::map<std::string, Tally> t;
+    for (size_t i = 0; i < answers.size(); ++i) {
+        auto [it, fresh] = t.try_emplace(answers[i]);
+        if (fresh) it->second.first = static_cast<int>(i);
+        it->second.votes += 1;
+        it->second.conf += confidence[i];
+    }
+    const Tally* best = nullptr;
+    for (const auto& [answer, v] : t) {
+        if (answer.empty() && t.size() > 1) continue;  // abstains
+        if (best == nullptr) {
+            best = &v;
+            continue;
+        }
+        const double mean = v.conf / v.votes, best_mean = best->conf / best->votes;
+        if (v.votes > best->votes || (v.votes == best->votes && mean > best_mean) ||
+            (v.votes == best->votes && mean == best_mean && v.first < best->first))
+            best = &v;
+    }
+    return best->first;
+}
+
+int select_by_confidence(const std::vector<double>& confidence) {
+    if (confidence.empty()) throw Error("confidence selection of no candidates");
+    int best = 0;
+    for (size_t i = 1; i < confidence.size(); ++i) {
+        if (confidence[i] > confidence[best]) best = static_cast<int>(i);
+    }
+    return best;
+}
+
+}  // namespace llada::decode

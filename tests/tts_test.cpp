@@ -1,0 +1,139 @@
+// Test-time scaling (decode/tts.h): one candidate is the single-candidate run, candidates in one
+// batch are each the generation decoded alone with its seed (identical windows computed once),
+// and the selection rules on hand-made answer sets.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "decode/tts.h"
+#include "runtime/device.h"
+#include "tools/common.h"
+#include "util/error.h"
+
+using namespace llada;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Tiny {
+    tools::LoadedModel lm;
+    decode::GenerateOptions opt;
+    Tiny()
+        : lm(tools::load_model(
+              (fs::path(LLADA_SOURCE_DIR) / "models" / "tiny-llada-m.gguf").string())) {
+        opt.gen = 32;
+        opt.block = 8;
+        opt.steps = 32;
+    }
+    std::vector<int32_t> prompt(const std::string& text) const {
+        return lm.tok->encode(text, lm.tok->add_bos_default(), false);
+    }
+};
+
+decode::GenerateResult alone(const Tiny& t, const std::string& policy,
+                             const decode::GenerateOptions& opt,
+                             const std::vector<int32_t>& prompt) {
+    runtime::ThreadPool pool(1);
+    auto dev = runtime::make_cpu_device(pool);
+    auto p = decode::make_policy(policy, *t.lm.model, *dev, opt, t.lm.ids);
+    return p->generate(prompt);
+}
+
+}  // namespace
+
+TEST(Tts, CandidatesInOneBatchEqualEachDecodedAloneWithItsSeed) {
+    Tiny t;
+    struct Case {
+        const char* policy;
+        double temperature, threshold;
+        decode::Remasking remasking;
+        int lookahead;
+    };
+    const Case cases[] = {{"vanilla", 1.0, 0.0, decode::Remasking::LowConfidence, -1},
+                          {"dual-cache", 0.0, 0.0, decode::Remasking::Random, -1},
+                          {"threshold", 1.0, 0.7, decode::Remasking::LowConfidence, -1},
+                          {"mbsd", 1.0, 0.7, decode::Remasking::LowConfidence, 4}};
+    int total_distinct = 0;
+    for (const Case& c : cases) {
+        SCOPED_TRACE(c.policy);
+        auto opt = t.opt;
+        opt.temperature = c.temperature;
+        opt.threshold = c.threshold;
+        opt.remasking = c.remasking;
+        opt.lookahead = c.lookahead;
+        opt.seed = 7;
+        // A hard-set prompt on which the samples differ.
+        const auto prompt = t.prompt("sort 56 44 46 59 52 58:");
+        runtime::ThreadPool pool(2);
+        auto dev = runtime::make_cpu_device(pool);
+        const auto batch =
+            decode::generate_candidates(c.policy, *t.lm.model, *dev, opt, t.lm.ids, prompt, 4);
+        ASSERT_EQ(batch.candidates.size(), 4u);
+        int distinct = 0;
+        int64_t forwards_alone = 0;
+        for (int k = 0; k < 4; ++k) {
+            auto o = opt;
+            o.seed = opt.seed + k;
+            const auto a = alone(t, c.policy, o, prompt);
+            EXPECT_EQ(batch.candidates[k].canvas, a.canvas) << "candidate " << k;
+            EXPECT_EQ(batch.candidates[k].stats.forwards, a.stats.forwards) << k;
+            distinct += k > 0 && a.canvas != batch.candidates[0].canvas;
+            forwards_alone = std::max<int64_t>(forwards_alone, a.stats.forwards);
+        }
+        // One forward per step of the longest candidate, whatever N.
+        EXPECT_EQ(batch.forwards, forwards_alone);
+        total_distinct += distinct;
+    }
+    // The seeds made a difference somewhere (the test would otherwise compare equal runs only).
+    EXPECT_GT(total_distinct, 0);
+}
+
+TEST(Tts, OneCandidateIsTheSingleRun) {
+    Tiny t;
+    auto opt = t.opt;
+    opt.temperature = 0.5;
+    opt.threshold = 0.8;
+    const auto prompt = t.prompt("sort 75 71 54 77 85 25:");
+    runtime::ThreadPool pool(1);
+    auto dev = runtime::make_cpu_device(pool);
+    const auto one = decode::generate_candidates("dual-cache", *t.lm.model, *dev, opt, t.lm.ids,
+                                                 prompt, 1);
+    const auto a = alone(t, "dual-cache", opt, prompt);
+    EXPECT_EQ(one.candidates[0].canvas, a.canvas);
+    EXPECT_EQ(one.forwards, a.stats.forwards);
+    EXPECT_EQ(one.rows, a.stats.rows);
+}
+
+// While candidates' windows agree (here: T = 0 and the same schedule, so always) the batch
+// computes them once: N candidates cost one candidate's rows.
+TEST(Tts, IdenticalWindowsAreComputedOnce) {
+    Tiny t;
+    auto opt = t.opt;
+    const auto prompt = t.prompt("6238+0032=");
+    runtime::ThreadPool pool(1);
+    auto dev = runtime::make_cpu_device(pool);
+    const auto b =
+        decode::generate_candidates("need", *t.lm.model, *dev, opt, t.lm.ids, prompt, 8);
+    const auto a = alone(t, "need", opt, prompt);
+    EXPECT_EQ(b.rows, a.stats.rows);
+    for (const auto& c : b.candidates)
+        EXPECT_EQ(c.canvas, a.canvas);
+}
+
+TEST(Tts, VoteAndConfidenceOnHandMadeAnswers) {
+    using decode::select_by_confidence;
+    using decode::select_by_vote;
+    // Majority wins; its earliest candidate is returned.
+    EXPECT_EQ(select_by_vote({"3", "4", "4", "3", "4"}, {0.9, 0.1, 0.1, 0.9, 0.1}), 1);
+    // A tie goes to the higher mean confidence.
+    EXPECT_EQ(select_by_vote({"3", "4", "4", "3"}, {0.9, 0.5, 0.5, 0.8}), 0);
+    EXPECT_EQ(select_by_vote({"3", "4", "4", "3"}, {0.2, 0.5, 0.5, 0.2}), 1);
+    // Equal votes and confidence: the earliest candidate.
+    EXPECT_EQ(select_by_vote({"b", "a"}, {0.5, 0.5}), 0);
+    // Empty answers abstain, unless every answer is empty.
+    EXPECT_EQ(select_by_vote({"", "", "7"}, {0.9, 0.9, 0.1}), 2);
+    EXPECT_EQ(select_by_vote({"", ""}, {0.1, 0.9}), 0);
+    EXPECT_EQ(select_by_confidence({0.2, 0.7, 0.7, 0.1}), 1);
+    EXPECT_THROW(select_by_vote({}, {}), Error);
+    EXPECT_THROW(select_by_vote({"a"}, {0.1, 0.2}), Error);
+}
