@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "decode/generator.h"
+#include "decode/lookahead.h"
 #include "decode/scheduler.h"
 #include "util/error.h"
 
@@ -50,6 +51,28 @@ CandidatesResult generate_candidates(const std::string& policy, const model::Mod
         out.candidates.push_back(g->take_result());
     out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return out;
+}
+
+int auto_candidates(const std::string& policy, const model::Model& model, runtime::Device& device,
+                    const GenerateOptions& opt, int prompt_len, int max_n, double* cost_ms) {
+    const DiffusionConfig cfg = configure_diffusion(policy, opt);
+    check_canvas_fits(model, prompt_len, opt.gen);
+    const int L = prompt_len + opt.gen;
+    const int64_t r = cfg.window == WindowMode::Full ? L : opt.block;
+    model::Session session(model, device, 1, L, r * max_n, r * max_n, opt.kernels);
+    const ForwardCost cost = device_forward_cost(session, r * max_n, L);
+    if (cost.empty()) {
+        throw Error(
+            "--tts auto sizes N from the device's latency table; this device has none (use "
+            "--device npu-sim, or give --tts N)");
+    }
+    const double one = cost.at(r);
+    int n = 1;
+    for (int k = 2; k <= max_n; ++k) {
+        if (cost.at(k * r) <= 1.1 * one) n = k;
+    }
+    if (cost_ms) *cost_ms = cost.at(n * r);
+    return n;
 }
 
 int select_by_vote(const std::vector<std::string>& answers, const std::vector<double>& confidence) {

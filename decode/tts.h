@@ -27,6 +27,14 @@ CandidatesResult generate_candidates(const std::string& policy, const model::Mod
                                      runtime::Device& device, const GenerateOptions& opt,
                                      const TokenIds& ids, std::span<const int32_t> prompt, int n);
 
+// --tts auto: the number of candidates a step's window can hold for about the price of one on
+// this device (docs/step-engine.md, "Test-time scaling"): with r the rows one candidate's step
+// asks for (the canvas for the full-window policies, the block for the others), the largest
+// N <= max_n with cost(N r) <= 1.1 cost(r) on the device's latency table. Throws llada::Error
+// when the device has no cost model. `cost_ms` receives cost(N r), the projected step.
+int auto_candidates(const std::string& policy, const model::Model& model, runtime::Device& device,
+                    const GenerateOptions& opt, int prompt_len, int max_n, double* cost_ms);
+
 // Majority vote over the extracted answers: the answer most candidates gave wins; ties go to
 // the answer whose candidates have the higher mean confidence, then to the earliest candidate.
 // Empty answers abstain (they win only when every answer is empty). Returns the index of the

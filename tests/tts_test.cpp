@@ -5,7 +5,9 @@
 
 #include <filesystem>
 
+#include "decode/lookahead.h"
 #include "decode/tts.h"
+#include "runtime/devices.h"
 #include "runtime/device.h"
 #include "tools/common.h"
 #include "util/error.h"
@@ -136,4 +138,28 @@ TEST(Tts, VoteAndConfidenceOnHandMadeAnswers) {
     EXPECT_EQ(select_by_confidence({0.2, 0.7, 0.7, 0.1}), 1);
     EXPECT_THROW(select_by_vote({}, {}), Error);
     EXPECT_THROW(select_by_vote({"a"}, {0.1, 0.2}), Error);
+}
+
+// --tts auto on npu-sim: N candidates' rows cost at most 1.1x one candidate's on the latency
+// table, N + 1 would cost more (or N is the cap); a device without a cost model is refused.
+TEST(Tts, AutoSizesNFromTheLatencyTable) {
+    Tiny t;
+    auto opt = t.opt;
+    opt.threshold = 0.9;
+    runtime::ThreadPool pool(1);
+    runtime::DeviceConfig c;
+    c.device = "npu-sim";
+    auto npu = runtime::make_device(c, pool);
+    double ms = 0.0;
+    const int n = decode::auto_candidates("dual-cache", *t.lm.model, *npu, opt, 20, 16, &ms);
+    EXPECT_GE(n, 2);  // one candidate's block (8 rows) is a quarter of a 32-row tile
+    EXPECT_LE(n, 16);
+    model::Session s(*t.lm.model, *npu, 1, 52, 8 * 17, 8 * 17);
+    const auto table = decode::device_forward_cost(s, 8 * 17, 52);
+    EXPECT_LE(table.at(8 * n), 1.1 * table.at(8) + 1e-9);
+    if (n < 16) EXPECT_GT(table.at(8 * (n + 1)), 1.1 * table.at(8));
+    EXPECT_NEAR(ms, table.at(8 * n), 1e-6);
+    auto cpu = runtime::make_cpu_device(pool);
+    EXPECT_THROW(decode::auto_candidates("dual-cache", *t.lm.model, *cpu, opt, 20, 16, nullptr),
+                 Error);
 }

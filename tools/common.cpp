@@ -181,10 +181,11 @@ void DecodeFlags::add_to(ArgTable& args) {
               "run the CPU path after the dense forward on the same thread (for comparison)",
               &revise_serial);
     args.section("Test-time scaling");
-    args.integer({"--tts"}, "N",
-                 "decode N candidates of the prompt together (seeds --seed .. --seed+N-1; give\n"
-                 "--temperature > 0 or --remasking random for diversity) and choose one",
-                 &tts, 1, 4096);
+    args.string({"--tts"}, "auto|N",
+                "decode N candidates of the prompt together (seeds --seed .. --seed+N-1; give\n"
+                "--temperature > 0 or --remasking random for diversity) and choose one; auto:\n"
+                "as many as a step's window holds for about one's price (npu-sim)",
+                &tts_arg);
     args.string({"--select"}, "vote|confidence",
                 "--tts: the majority answer (ties by mean confidence; default) or the candidate\n"
                 "with the highest mean committed confidence",
@@ -276,6 +277,15 @@ void DecodeFlags::finish(const ArgTable& args, const model::Model& model) {
         throw Error("--revise-context must be fresh or snapshot, got '" + revise_context + "'");
     }
     opt.revise.fresh_context = revise_context == "fresh";
+    if (tts_arg == "auto") {
+        tts = -1;
+    } else if (!tts_arg.empty()) {
+        char* end = nullptr;
+        const long v = std::strtol(tts_arg.c_str(), &end, 10);
+        if (*end != '\0' || v < 1 || v > 4096)
+            throw Error("--tts must be 'auto' or a count in [1, 4096], got '" + tts_arg + "'");
+        tts = static_cast<int>(v);
+    }
     if (args.given("--select") && tts == 0) throw Error("--select applies to --tts N");
     if (select != "vote" && select != "confidence")
         throw Error("--select must be vote or confidence, got '" + select + "'");
@@ -384,6 +394,18 @@ TtsChoice choose_candidate(const decode::CandidatesResult& c, const tokenizer::T
     t.by_confidence = decode::select_by_confidence(t.confidence);
     t.chosen = select == "confidence" ? t.by_confidence : t.vote;
     return t;
+}
+
+int resolve_tts(const DecodeFlags& dec, const model::Model& model, runtime::Device& device,
+                int prompt_len) {
+    if (dec.tts >= 0) return dec.tts;
+    double ms = 0.0;
+    const int n = decode::auto_candidates(dec.policy, model, device, dec.opt, prompt_len, 16, &ms);
+    std::fprintf(stderr,
+                 "--tts auto: %d candidates (a step of all of them projects to %.2f ms, within "
+                 "1.1x of one candidate's)\n",
+                 n, ms);
+    return n;
 }
 
 nlohmann::json tts_json(const TtsChoice& t, const std::string& select) {

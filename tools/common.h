@@ -53,7 +53,8 @@ struct DecodeFlags {
     std::string revise_mode = "replace", revise_rows = "0";
     bool revise_serial = false;
     std::string revise_context = "fresh";
-    int tts = 0;                  // test-time scaling: candidates per prompt (0: off)
+    int tts = 0;  // test-time scaling: candidates per prompt (0: off, -1: auto)
+    std::string tts_arg;
     std::string select = "vote";  // vote | confidence
     void add_to(ArgTable& args);
     // Applies the GGUF's recommended defaults (llada_cpp.gen_length, .block_length, .steps) for
@@ -78,6 +79,10 @@ TtsChoice choose_candidate(const decode::CandidatesResult& c, const tokenizer::T
                            const decode::TokenIds& ids, const std::string& select,
                            const std::function<std::string(const std::string&)>& extract);
 nlohmann::json tts_json(const TtsChoice& t, const std::string& select);
+// --tts auto resolved for a prompt length on `device` (prints the choice to stderr); N as given
+// otherwise.
+int resolve_tts(const DecodeFlags& dec, const model::Model& model, runtime::Device& device,
+                int prompt_len);
 
 // A generation's decision trace (--trace-out) as one JSON object, and back. `source` names the
 // model and policy it came from.

@@ -77,10 +77,11 @@ int main(int argc, char** argv) {
         auto device = devf.make(pool);
         dec.set_calibration_file(model_path, threads);
         auto policy = decode::make_policy(dec.policy, *lm.model, *device, dec.opt, lm.ids);
-        if (dec.tts > 0) {
+        if (dec.tts != 0) {
             // Test-time scaling: N candidates in one batch, one chosen.
+            const int n = tools::resolve_tts(dec, *lm.model, *device, static_cast<int>(ids.size()));
             const auto c = decode::generate_candidates(dec.policy, *lm.model, *device, dec.opt,
-                                                       lm.ids, ids, dec.tts);
+                                                       lm.ids, ids, n);
             const auto t =
                 tools::choose_candidate(c, *lm.tok, lm.ids, dec.select, [](const std::string& s) {
                     const auto b = s.find_first_not_of(" \t\n");
@@ -103,7 +104,7 @@ int main(int argc, char** argv) {
                 std::fprintf(stderr,
                              "llada-cli: %d candidates in %lld forward passes, %.3f s; chose %d "
                              "by %s\n",
-                             dec.tts, static_cast<long long>(c.forwards), c.wall_s, t.chosen,
+                             n, static_cast<long long>(c.forwards), c.wall_s, t.chosen,
                              dec.select.c_str());
             }
             return 0;

@@ -236,6 +236,17 @@ int main(int argc, char** argv) {
             w.policy = decode::make_policy(dec.policy, *lm.model, *w.device, dec.opt, lm.ids);
         }
         const decode::Policy& policy = *workers[0].policy;
+        int n_tts = dec.tts;  // --tts auto: sized once, for the longest prompt
+        if (n_tts < 0) {
+            size_t longest = 0;
+            for (const auto& pb : problems) {
+                const std::string text = chat ? tools::chat_wrap(*lm.tok, pb.prompt) : pb.prompt;
+                longest =
+                    std::max(longest, lm.tok->encode(text, lm.tok->add_bos_default(), chat).size());
+            }
+            n_tts =
+                tools::resolve_tts(dec, *lm.model, *workers[0].device, static_cast<int>(longest));
+        }
 
         std::FILE* out = nullptr;
         if (!out_path.empty()) {
@@ -268,11 +279,11 @@ int main(int argc, char** argv) {
                         chat ? tools::chat_wrap(*lm.tok, pb.prompt) : pb.prompt;
                     const auto ids = lm.tok->encode(text, lm.tok->add_bos_default(), chat);
                     Outcome& o = outcomes[i];
-                    if (dec.tts > 0) {
+                    if (n_tts > 0) {
                         // N candidates in one batch; the chosen one stands for the problem,
                         // charged the whole batch's forwards, rows and time.
                         auto c = decode::generate_candidates(dec.policy, *lm.model, *w.device,
-                                                             dec.opt, lm.ids, ids, dec.tts);
+                                                             dec.opt, lm.ids, ids, n_tts);
                         const auto t = tools::choose_candidate(
                             c, *lm.tok, lm.ids, dec.select,
                             [&](const std::string& s) { return matcher.extract(s).value_or(""); });
@@ -335,7 +346,7 @@ int main(int argc, char** argv) {
                                     {"answer", pb.answer}, {"generated", o.generated},
                                     {"correct", o.ok},     {"nfe", o.res.stats.forwards}};
                 j["rows"] = o.res.stats.rows;
-                if (dec.tts > 0) j["tts"] = o.tts;
+                if (n_tts > 0) j["tts"] = o.tts;
                 j["rows_device"] = o.res.rows_device;
                 j["drafts"] = {{"proposed", o.res.drafts_proposed},
                                {"accepted", o.res.drafts_accepted},
@@ -400,7 +411,7 @@ int main(int argc, char** argv) {
         if (const runtime::DeviceReport* rep = workers[0].device->report(); rep && rep->projected) {
             report["device"] = tools::device_report_json(*rep);
         }
-        if (dec.tts == 0) {
+        if (n_tts == 0) {
             report.erase("tts");
             for (auto& [name, t] : report["per_task"].items())
                 t.erase("tts");
@@ -461,13 +472,13 @@ int main(int argc, char** argv) {
                 (long long)g["remasks_of_right"].get<int64_t>(),
                 (long long)g["remasks_of_wrong"].get<int64_t>());
         }
-        if (dec.tts > 0) {
+        if (n_tts > 0) {
             const auto& t = report["tts"];
             auto pct = [&](const char* k) { return 100 * t[k]["accuracy"].get<double>(); };
             std::printf(
                 "test-time scaling, %d candidates (chosen by %s): vote %.2f%%, confidence %.2f%%, "
                 "pass@%d %.2f%%, first candidate %.2f%%\n",
-                dec.tts, dec.select.c_str(), pct("vote"), pct("confidence"), dec.tts, pct("pass"),
+                n_tts, dec.select.c_str(), pct("vote"), pct("confidence"), n_tts, pct("pass"),
                 pct("first_candidate"));
         }
         if (const runtime::DeviceReport* rep = workers[0].device->report(); rep && rep->projected) {
