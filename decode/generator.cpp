@@ -253,7 +253,12 @@ const StepRequest& Generator::plan_step() {
     look_.clear();
     stale_.clear();
     lookahead_ = 0;
-    req_.need_logits = !(opt_.fused_sampling && opt_.temperature == 0.0 && opt_.cfg <= 0.0);
+    // T > 0 samples in the fused head too (Gumbel-max over the counter generator's draws), unless
+    // the noise is a replayed stream the head cannot read.
+    const bool gumbel = opt_.temperature > 0.0 && opt_.noise == nullptr;
+    req_.need_logits =
+        !(opt_.fused_sampling && (opt_.temperature == 0.0 || gumbel) && opt_.cfg <= 0.0);
+    req_.gumbel.clear();
     req_.dense = !blocks_done_;
     if (!req_.dense) {
         // Every block is decoded; the CPU path goes on checking until every token is stable.
@@ -263,6 +268,17 @@ const StepRequest& Generator::plan_step() {
         plan_classic();
     }
     if (opt_.revise.on) plan_revision();
+    if (gumbel && !req_.need_logits) {
+        // Each predicted row draws from the step's [L][V] draw at its position's offset.
+        const uint64_t base = own_noise_.next_base();
+        const int64_t V = model_.hparams().n_vocab;
+        const int32_t banned = cfg_.exact_reference ? -1 : ids_.mask;
+        for (const RowRequest& row : req_.rows) {
+            if (!row.predict) continue;
+            req_.gumbel.push_back({own_noise_.seed(), base + static_cast<uint64_t>(row.pos * V),
+                                   opt_.temperature, banned});
+        }
+    }
     return req_;
 }
 
@@ -393,6 +409,13 @@ void Generator::predict(std::span<const RowPrediction> preds, int n_pred) {
     const int32_t banned = cfg_.exact_reference ? -1 : ids_.mask;
     for (int r = 0; r < n_pred; ++r) {
         const RowPrediction& pr = preds[r];
+        if (pr.stats != nullptr && !req_.need_logits && opt_.temperature > 0.0) {
+            // The fused head's Gumbel-max draw (the same draw as the unfused path's).
+            const kernels::RowStats& st = *pr.stats;
+            cand_[r].token = st.gumbel_token;
+            cand_[r].confidence = kernels::row_gumbel_confidence(st);
+            continue;
+        }
         if (pr.stats != nullptr && !req_.need_logits) {
             const kernels::RowStats& st = *pr.stats;
             cand_[r].token = st.token;

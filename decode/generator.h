@@ -66,6 +66,8 @@ struct StepRequest {
     // probability). `dense` is false on a step with no dense rows (revision after the last block).
     std::vector<RowRequest> cpu_rows;
     bool dense = true;
+    // T > 0 on the fused head: the Gumbel-max draw of each predicted row, in their order.
+    std::vector<kernels::GumbelRow> gumbel;
 };
 
 // The output of one predicted row: its logits row, or the fused head's statistics.

@@ -5,16 +5,13 @@
 #include <fstream>
 #include <iterator>
 
+#include "util/counter_rng.h"
 #include "util/error.h"
 
 namespace llada::decode {
 
 double CounterNoise::at(int64_t i) const {
-    uint64_t z = seed_ * 0x9e3779b97f4a7c15ull + base_ + static_cast<uint64_t>(i) + 1;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    return static_cast<double>(z >> 11) * 0x1.0p-53;  // 53 random bits in [0, 1)
+    return counter_uniform(seed_, base_ + static_cast<uint64_t>(i));
 }
 
 ReplayNoise ReplayNoise::from_file(const std::string& path) {

@@ -28,6 +28,9 @@ class CounterNoise : public NoiseSource {
         size_ = n;
     }
     double at(int64_t i) const override;
+    uint64_t seed() const { return seed_; }
+    // Where the next draw's values start in the stream (llada::counter_uniform's index).
+    uint64_t next_base() const { return base_ + static_cast<uint64_t>(size_); }
 
   private:
     uint64_t seed_;

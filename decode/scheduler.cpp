@@ -19,6 +19,8 @@ void Scheduler::Rows::clear() {
     exclude.clear();
     own_key.clear();
     out_rows.clear();
+    gumbel.clear();
+    any_gumbel = false;
 }
 
 void Scheduler::Rows::reserve(size_t n) {
@@ -29,10 +31,15 @@ void Scheduler::Rows::reserve(size_t n) {
     exclude.reserve(n);
     own_key.reserve(n);
     out_rows.reserve(n);
+    gumbel.reserve(n);
 }
 
-void Scheduler::Rows::add(const RowRequest& r, int32_t cache_seq) {
-    if (r.predict) out_rows.push_back(static_cast<int32_t>(tokens.size()));
+void Scheduler::Rows::add(const RowRequest& r, int32_t cache_seq, const kernels::GumbelRow* g) {
+    if (r.predict) {
+        out_rows.push_back(static_cast<int32_t>(tokens.size()));
+        gumbel.push_back(g ? *g : kernels::GumbelRow{});
+        any_gumbel = any_gumbel || g != nullptr;
+    }
     tokens.push_back(r.token);
     pos.push_back(r.pos);
     seq.push_back(cache_seq);
@@ -53,7 +60,8 @@ runtime::Batch Scheduler::Rows::batch(const int32_t* kv_len) const {
             exclude.data(),
             std::any_of(own_key.begin(), own_key.end(), [](int32_t k) { return k != 0; })
                 ? own_key.data()
-                : nullptr};
+                : nullptr,
+            any_gumbel ? gumbel.data() : nullptr};
 }
 
 Scheduler::Scheduler(model::Session& session) : s_(session) {
@@ -195,15 +203,34 @@ bool Scheduler::step() {
                 break;
             }
         }
-        if (e.twin >= 0) continue;  // served by the twin's rows
+        if (e.twin >= 0) {
+            // Served by the twin's rows; its own draws need output rows of their own.
+            if (!req.gumbel.empty()) {
+                const Entry& o = live_[e.twin];
+                e.first_pred = dense_.out_rows.size();
+                size_t k = 0;
+                for (size_t i = 0; i < req.rows.size(); ++i) {
+                    if (!req.rows[i].predict) continue;
+                    dense_.out_rows.push_back(static_cast<int32_t>(o.first_row + i));
+                    dense_.gumbel.push_back(req.gumbel[k++]);
+                    dense_.any_gumbel = true;
+                }
+                e.n_pred = dense_.out_rows.size() - e.first_pred;
+            }
+            continue;
+        }
         need_logits = need_logits || req.need_logits;
         e.first_row = dense_.tokens.size();
         e.first_pred = dense_.out_rows.size();
-        for (const RowRequest& r : req.rows)
-            dense_.add(r, e.seq[r.seq]);
+        size_t k = 0;
+        for (const RowRequest& r : req.rows) {
+            const bool g = r.predict && k < req.gumbel.size();
+            dense_.add(r, e.seq[r.seq], g ? &req.gumbel[k] : nullptr);
+            k += r.predict;
+        }
         e.first_lane_pred = lane_rows_.out_rows.size();
         for (const RowRequest& r : req.cpu_rows)
-            lane_rows_.add(r, e.seq[r.seq]);
+            lane_rows_.add(r, e.seq[r.seq], nullptr);
         for (int k = 0; k < e.g->n_seq(); ++k)
             kv_len_[e.seq[k]] = req.kv_len[k];
         e.n_rows = dense_.tokens.size() - e.first_row;
@@ -262,8 +289,10 @@ bool Scheduler::step() {
                 if (r.slot >= 0) lane_->kv().copy_slot(o.seq[r.seq], e.seq[r.seq], r.slot);
             }
         }
-        e.first_pred = o.first_pred;
-        e.n_pred = o.n_pred;
+        if (e.req->gumbel.empty()) {  // the same predictions as the twin's
+            e.first_pred = o.first_pred;
+            e.n_pred = o.n_pred;
+        }
         e.first_lane_pred = o.first_lane_pred;
         e.n_lane_pred = 0;
     }

@@ -52,9 +52,11 @@ class Scheduler {
     // One forward's arrays, reused.
     struct Rows {
         std::vector<int32_t> tokens, pos, seq, slot, exclude, own_key, out_rows;
+        std::vector<kernels::GumbelRow> gumbel;  // per output row (when any row samples)
+        bool any_gumbel = false;
         void clear();
         void reserve(size_t n);
-        void add(const RowRequest& r, int32_t seq);
+        void add(const RowRequest& r, int32_t seq, const kernels::GumbelRow* g);
         runtime::Batch batch(const int32_t* kv_len) const;
     };
     model::Session& s_;

@@ -113,7 +113,27 @@ struct RowStats {
     float ent_acc = 0.0f;  // sum of exp(x - max) * (x - max), for the entropy
     int32_t second = -1;   // runner-up token (different from `token`)
     float second_max = -INFINITY;
+    // Gumbel-max sampling (row_gumbel_chunk): the token maximising
+    // logit - T * log(-log u_v), its score and its logit (-1 when not sampled).
+    int32_t gumbel_token = -1;
+    double gumbel_score = -INFINITY;
+    float gumbel_logit = -INFINITY;
 };
+// What a row's Gumbel-max draw needs: u_v = llada::counter_uniform(seed, offset + v) for
+// vocabulary entry v, at temperature T (0: the plain argmax), never choosing `banned` (-1: none).
+struct GumbelRow {
+    uint64_t seed = 0;
+    uint64_t offset = 0;
+    double temperature = 0.0;
+    int32_t banned = -1;
+};
+// Folds entries [v0, v0 + n) of logits rows [0, m_rows) (stride ld) into each row's Gumbel-max
+// choice: the same choice as exp(logit) / (-log u)^T maximised in double precision (the
+// unfused path, decode/sampling.cpp), ties to the lower index. Scalar.
+void row_gumbel_chunk(const float* logits, int64_t m_rows, int64_t ld, int64_t n, int64_t v0,
+                      const GumbelRow* rows, RowStats* out);
+// The softmax probability of the Gumbel-max choice.
+float row_gumbel_confidence(const RowStats& s);
 // Confidence of the argmax: softmax probability = 1 / sum_exp (0 for an empty row).
 float row_confidence(const RowStats& s);
 // Entropy of the softmax distribution, in nats.

@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "kernels/kernels.h"
+#include "util/counter_rng.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace llada::kernels {
@@ -156,6 +157,11 @@ void row_stats_merge(RowStats& a, const RowStats& b) {
     };
     Cand c[3] = {a_best ? Cand{b.token, b.max} : Cand{a.token, a.max}, Cand{a.second, a.second_max},
                  Cand{b.second, b.second_max}};
+    // The Gumbel-max choice: the later range wins only when strictly better.
+    const bool gb = b.gumbel_token >= 0 && (a.gumbel_token < 0 || b.gumbel_score > a.gumbel_score);
+    r.gumbel_token = gb ? b.gumbel_token : a.gumbel_token;
+    r.gumbel_score = gb ? b.gumbel_score : a.gumbel_score;
+    r.gumbel_logit = gb ? b.gumbel_logit : a.gumbel_logit;
     r.second = -1;
     r.second_max = -INFINITY;
     for (const Cand& x : c) {
@@ -166,6 +172,34 @@ void row_stats_merge(RowStats& a, const RowStats& b) {
         }
     }
     a = r;
+}
+
+void row_gumbel_chunk(const float* logits, int64_t m_rows, int64_t ld, int64_t n, int64_t v0,
+                      const GumbelRow* rows, RowStats* out) {
+    for (int64_t r = 0; r < m_rows; ++r) {
+        const GumbelRow& g = rows[r];
+        const float* x = logits + r * ld;
+        RowStats& s = out[r];
+        for (int64_t i = 0; i < n; ++i) {
+            const int64_t v = v0 + i;
+            if (v == g.banned) continue;
+            double score = static_cast<double>(x[i]);
+            if (g.temperature > 0.0) {
+                const double u = counter_uniform(g.seed, g.offset + static_cast<uint64_t>(v));
+                score -= g.temperature * std::log(-std::log(u));
+            }
+            if (s.gumbel_token < 0 || score > s.gumbel_score) {
+                s.gumbel_token = static_cast<int32_t>(v);
+                s.gumbel_score = score;
+                s.gumbel_logit = x[i];
+            }
+        }
+    }
+}
+
+float row_gumbel_confidence(const RowStats& s) {
+    if (s.gumbel_token < 0 || s.sum_exp <= 0.0f) return 0.0f;
+    return std::exp(s.gumbel_logit - s.max) / s.sum_exp;
 }
 
 float row_confidence(const RowStats& s) {

@@ -305,6 +305,10 @@ void CpuOps::run(const ArenaView& a, LmHeadScratch& s, const Op& op, const Batch
                 matmul_range(a, op, m, wc, logits, kLmChunk, 0, len);
                 kernels::row_stats_chunk(logits, m, kLmChunk, len, v0,
                                          s.partial.data() + c * max_m);
+                if (b.gumbel != nullptr) {
+                    kernels::row_gumbel_chunk(logits, m, kLmChunk, len, v0, b.gumbel,
+                                              s.partial.data() + c * max_m);
+                }
             });
             // Merged in vocabulary order, so the result does not depend on the thread count.
             auto* out = reinterpret_cast<kernels::RowStats*>(a.data(op.out));

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/kernels.h"
 #include "runtime/device_report.h"
 #include "runtime/kv_cache.h"
 #include "runtime/plan.h"
@@ -43,6 +44,8 @@ struct Batch {
     // mask row of progressive revision sees a mask at its position, not the committed token.
     // Null: none. CPU devices only.
     const int32_t* own_key = nullptr;
+    // [n_out] the fused LM head's Gumbel-max draw per output row (null: argmax only).
+    const kernels::GumbelRow* gumbel = nullptr;
 
     int32_t slot_of(int64_t r) const { return slot ? slot[r] : pos[r]; }
     int32_t exclude_of(int64_t r) const { return exclude ? exclude[r] : -1; }

@@ -313,6 +313,11 @@ class NpuSimDevice : public Device {
         ensure_bucket(cp, bucket, one);
         ensure_memory(cp, kv, one);
 
+        if (batch.gumbel != nullptr && npu_.lm_head_on_npu) {
+            throw Error(
+                "npu-sim: the Gumbel-max LM head runs on the CPU; this profile places the LM head "
+                "on the NPU (give --full-logits for T > 0)");
+        }
         for (int64_t r = 0; r < batch.n_rows; ++r) {
             if (batch.own_key_of(r)) {
                 throw Error(

@@ -4,8 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <random>
 
 #include "decode/lookahead.h"
+#include "decode/noise.h"
+#include "decode/sampling.h"
 #include "decode/tts.h"
 #include "runtime/devices.h"
 #include "runtime/device.h"
@@ -162,4 +165,65 @@ TEST(Tts, AutoSizesNFromTheLatencyTable) {
     auto cpu = runtime::make_cpu_device(pool);
     EXPECT_THROW(decode::auto_candidates("dual-cache", *t.lm.model, *cpu, opt, 20, 16, nullptr),
                  Error);
+}
+
+// The fused head's Gumbel-max draw against the unfused path's (decode::pick_candidate over the
+// counter generator's draws) on random logits, over vocabulary chunks merged as the LM head
+// merges them: the same token every time, and its softmax probability.
+TEST(Tts, FusedGumbelMaxEqualsTheUnfusedChoice) {
+    std::mt19937 rng(3);
+    std::normal_distribution<float> nd(0.0f, 3.0f);
+    const int64_t V = 1000, chunk = 128;
+    int differ_from_argmax = 0;
+    for (int trial = 0; trial < 200; ++trial) {
+        std::vector<float> logits(V);
+        for (float& x : logits)
+            x = nd(rng);
+        const double T = trial % 4 == 0 ? 0.3 : trial % 4 == 1 ? 1.0 : trial % 4 == 2 ? 2.0 : 0.0;
+        const int32_t banned = trial % 3 == 0 ? static_cast<int32_t>(trial % V) : -1;
+        decode::CounterNoise noise(static_cast<uint64_t>(trial));
+        noise.next_draw(7 * V);  // an earlier draw, so the offsets are not trivial
+        noise.next_draw(4 * V);
+        const int64_t row = trial % 4;
+        const auto want =
+            decode::pick_candidate(logits.data(), V, T, noise, row * V, banned);
+        const kernels::GumbelRow g{noise.seed(), 7 * V + static_cast<uint64_t>(row * V), T,
+                                   banned};
+        kernels::RowStats acc;
+        for (int64_t v0 = 0; v0 < V; v0 += chunk) {
+            const int64_t n = std::min(chunk, V - v0);
+            kernels::RowStats part;
+            kernels::row_stats_chunk(logits.data() + v0, 1, n, n, v0, &part);
+            kernels::row_gumbel_chunk(logits.data() + v0, 1, n, n, v0, &g, &part);
+            kernels::row_stats_merge(acc, part);
+        }
+        ASSERT_EQ(acc.gumbel_token, want.token) << "trial " << trial << " T " << T;
+        EXPECT_NEAR(kernels::row_gumbel_confidence(acc),
+                    decode::softmax_prob(logits.data(), V, want.token), 1e-5);
+        differ_from_argmax += acc.gumbel_token != acc.token;
+    }
+    EXPECT_GT(differ_from_argmax, 20);  // the noise did change choices
+}
+
+// A whole generation at T > 0 on the fused head equals the same generation with full logits.
+TEST(Tts, SamplingOnTheFusedHeadEqualsFullLogits) {
+    Tiny t;
+    for (const char* policy : {"vanilla", "dual-cache", "mbsd"}) {
+        SCOPED_TRACE(policy);
+        auto opt = t.opt;
+        opt.temperature = 1.0;
+        opt.seed = 11;
+        if (std::string(policy) == "mbsd") {
+            opt.lookahead = 4;
+            opt.threshold = 0.7;
+        }
+        const auto prompt = t.prompt("sort 56 44 46 59 52 58:");
+        auto full = opt;
+        full.fused_sampling = false;
+        const auto a = alone(t, policy, opt, prompt);
+        const auto b = alone(t, policy, full, prompt);
+        EXPECT_EQ(a.canvas, b.canvas);
+        EXPECT_EQ(a.stats.forwards, b.stats.forwards);
+        EXPECT_GT(b.stats.lm_head_rows, 0);
+    }
 }
