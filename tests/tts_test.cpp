@@ -10,8 +10,8 @@
 #include "decode/noise.h"
 #include "decode/sampling.h"
 #include "decode/tts.h"
-#include "runtime/devices.h"
 #include "runtime/device.h"
+#include "runtime/devices.h"
 #include "tools/common.h"
 #include "util/error.h"
 
@@ -101,8 +101,8 @@ TEST(Tts, OneCandidateIsTheSingleRun) {
     const auto prompt = t.prompt("sort 75 71 54 77 85 25:");
     runtime::ThreadPool pool(1);
     auto dev = runtime::make_cpu_device(pool);
-    const auto one = decode::generate_candidates("dual-cache", *t.lm.model, *dev, opt, t.lm.ids,
-                                                 prompt, 1);
+    const auto one =
+        decode::generate_candidates("dual-cache", *t.lm.model, *dev, opt, t.lm.ids, prompt, 1);
     const auto a = alone(t, "dual-cache", opt, prompt);
     EXPECT_EQ(one.candidates[0].canvas, a.canvas);
     EXPECT_EQ(one.forwards, a.stats.forwards);
@@ -117,8 +117,7 @@ TEST(Tts, IdenticalWindowsAreComputedOnce) {
     const auto prompt = t.prompt("6238+0032=");
     runtime::ThreadPool pool(1);
     auto dev = runtime::make_cpu_device(pool);
-    const auto b =
-        decode::generate_candidates("need", *t.lm.model, *dev, opt, t.lm.ids, prompt, 8);
+    const auto b = decode::generate_candidates("need", *t.lm.model, *dev, opt, t.lm.ids, prompt, 8);
     const auto a = alone(t, "need", opt, prompt);
     EXPECT_EQ(b.rows, a.stats.rows);
     for (const auto& c : b.candidates)
@@ -185,10 +184,8 @@ TEST(Tts, FusedGumbelMaxEqualsTheUnfusedChoice) {
         noise.next_draw(7 * V);  // an earlier draw, so the offsets are not trivial
         noise.next_draw(4 * V);
         const int64_t row = trial % 4;
-        const auto want =
-            decode::pick_candidate(logits.data(), V, T, noise, row * V, banned);
-        const kernels::GumbelRow g{noise.seed(), 7 * V + static_cast<uint64_t>(row * V), T,
-                                   banned};
+        const auto want = decode::pick_candidate(logits.data(), V, T, noise, row * V, banned);
+        const kernels::GumbelRow g{noise.seed(), 7 * V + static_cast<uint64_t>(row * V), T, banned};
         kernels::RowStats acc;
         for (int64_t v0 = 0; v0 < V; v0 += chunk) {
             const int64_t n = std::min(chunk, V - v0);
@@ -226,4 +223,40 @@ TEST(Tts, SamplingOnTheFusedHeadEqualsFullLogits) {
         EXPECT_EQ(a.stats.forwards, b.stats.forwards);
         EXPECT_GT(b.stats.lm_head_rows, 0);
     }
+}
+
+// `ar` candidates: the prompt prefilled once, one row per live candidate per step; candidate k
+// is the `ar` policy's run with seed k.
+TEST(Tts, ArCandidatesEqualEachRunAlone) {
+    auto lm =
+        tools::load_model((fs::path(LLADA_SOURCE_DIR) / "models" / "tiny-ar-m.gguf").string());
+    decode::GenerateOptions opt;
+    opt.gen = 32;
+    opt.temperature = 1.0;
+    opt.seed = 5;
+    const auto prompt = lm.tok->encode("sort 56 44 46 59 52 58:", lm.tok->add_bos_default(), false);
+    runtime::ThreadPool pool(2);
+    auto dev = runtime::make_cpu_device(pool);
+    const auto b = decode::generate_candidates("ar", *lm.model, *dev, opt, lm.ids, prompt, 6);
+    int distinct = 0;
+    int64_t longest = 0;
+    for (int k = 0; k < 6; ++k) {
+        auto o = opt;
+        o.seed = opt.seed + k;
+        auto p = decode::make_policy("ar", *lm.model, *dev, o, lm.ids);
+        const auto a = p->generate(prompt);
+        EXPECT_EQ(b.candidates[k].canvas, a.canvas) << "candidate " << k;
+        distinct += a.canvas != b.candidates[0].canvas;
+        longest = std::max<int64_t>(longest, static_cast<int64_t>(a.steps.size()));
+    }
+    EXPECT_GT(distinct, 0);
+    // One forward per step of the longest candidate (the prefill is the first).
+    EXPECT_EQ(b.forwards, longest);
+    EXPECT_EQ(
+        b.rows, static_cast<int64_t>(prompt.size()) + [&] {
+            int64_t r = 0;
+            for (const auto& c : b.candidates)
+                r += static_cast<int64_t>(c.steps.size()) - 1;
+            return r;
+        }());
 }

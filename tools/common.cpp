@@ -289,8 +289,8 @@ void DecodeFlags::finish(const ArgTable& args, const model::Model& model) {
     if (args.given("--select") && tts == 0) throw Error("--select applies to --tts N");
     if (select != "vote" && select != "confidence")
         throw Error("--select must be vote or confidence, got '" + select + "'");
-    if (tts > 0 && policy == "ar") {
-        throw Error("--tts with --policy ar is not implemented yet (the diffusion policies are)");
+    if (tts < 0 && policy == "ar") {
+        throw Error("--tts auto sizes diffusion windows; give --tts N with --policy ar");
     }
     if (revise_rows == "auto") {
         opt.revise.rows = -1;
