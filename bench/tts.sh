@@ -1,18 +1,26 @@
 #!/bin/sh
-# Test-time scaling on the host: N = 8 candidates batched (llada-eval --tts 8) beside the same
-# 8 candidates decoded one after another (8 runs with --seed 0..7: candidate k of the batch is
-# the run with seed k, tested in tests/tts_test.cpp), tiny-llada-m, mix-1000, one worker, one
-# thread. Then accuracy against N. Writes bench/out/tts/*.json.
+# Test-time scaling measured with llada-eval --tts on mix-1000 (T 1.0; the dLLMs with dual-cache
+# + threshold 0.9, block 8; the AR twin with ar). Writes bench/out/tts/*.json. Parts (default
+# all): TTS="batch acc npu figure".
+#   batch   N = 8 candidates batched beside the same 8 candidates decoded one after another
+#           (8 runs with --seed 0..7: candidate k of the batch is the run with seed k, tested in
+#           tests/tts_test.cpp), tiny-llada-m, one worker, one thread
+#   acc     accuracy, vote@N, pass@N and host wall against N in {1, 2, 4, 8, 16}, tiny-llada-m,
+#           tiny-llada-s and tiny-ar-m, two workers of one thread
+#   npu     the same on npu-sim (sm8750): projected latency per request, one worker
+#   figure  docs/figures/tts-frontier.png (bench/tts_frontier.py; python3-matplotlib)
 . "$(dirname "$0")/common.sh"
 D=$OUT/tts
 mkdir -p "$D"
-M=${MODEL:-$ROOT/models/tiny-llada-m.gguf}
 T=${TASKS:-$ROOT/models/tasks/mix-1000.jsonl}
-POL=${POLICY:---policy dual-cache --threshold 0.9}
-run() { "$BIN/llada-eval" -m "$M" --tasks "$T" --gen 32 --block 8 $POL --temperature 1.0 -t 1 --json "$@"; }
-run --tts 8 > "$D/batch8.json"
-for k in 0 1 2 3 4 5 6 7; do run --seed $k > "$D/seq-seed$k.json"; done
-/usr/bin/python3 - "$D" <<'PY'
+dllm() { m=$1; shift; "$BIN/llada-eval" -m "$ROOT/models/$m.gguf" --tasks "$T" --gen 32 --block 8 --policy dual-cache --threshold 0.9 --temperature 1.0 -t 1 --json "$@"; }
+ar() { m=$1; shift; "$BIN/llada-eval" -m "$ROOT/models/$m.gguf" --tasks "$T" --gen 32 --policy ar --temperature 1.0 -t 1 --json "$@"; }
+for part in ${TTS:-batch acc npu figure}; do
+    case $part in
+    batch)
+        dllm tiny-llada-m --tts 8 > "$D/batch8.json"
+        for k in 0 1 2 3 4 5 6 7; do dllm tiny-llada-m --seed $k > "$D/seq-seed$k.json"; done
+        /usr/bin/python3 - "$D" <<'PY'
 import json, sys, os
 d = sys.argv[1]
 b = json.load(open(os.path.join(d, "batch8.json")))
@@ -23,3 +31,19 @@ print(f"8 sequential runs: {ws:.2f} s, NFE {sum(s['nfe'] for s in seq):.2f}, row
 print(f"ratio sequential / batched: {ws / b['wall_s']:.2f}x")
 print(f"first candidate {100*b['tts']['first_candidate']['accuracy']:.1f} % = seed 0 alone {100*seq[0]['accuracy']:.1f} %")
 PY
+        ;;
+    acc)
+        for n in 1 2 4 8 16; do
+            for m in tiny-llada-m tiny-llada-s; do dllm $m --tts $n --parallel 2 > "$D/acc-$m-n$n.json"; done
+            ar tiny-ar-m --tts $n --parallel 2 > "$D/acc-tiny-ar-m-n$n.json"
+        done ;;
+    npu)
+        for n in 1 4 8 16; do
+            for m in tiny-llada-m tiny-llada-s; do dllm $m --tts $n --device npu-sim > "$D/npu-$m-n$n.json"; done
+            ar tiny-ar-m --tts $n --device npu-sim > "$D/npu-tiny-ar-m-n$n.json"
+        done ;;
+    figure)
+        /usr/bin/python3 "$ROOT/bench/tts_frontier.py" "$D" "$ROOT/docs/figures/tts-frontier.png" ;;
+    *) echo "tts.sh: unknown part '$part'" >&2; exit 2 ;;
+    esac
+done

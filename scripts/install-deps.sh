@@ -1,15 +1,18 @@
 #!/bin/sh
 # Installs the Debian packages that llada.cpp needs to build and test (idempotent).
-# Usage: scripts/install-deps.sh [--train]
+# Usage: scripts/install-deps.sh [--train] [--bench]
 #   --train  also installs what train/ needs (PyTorch, NumPy, OpenBLAS); a normal build needs none of it.
+#   --bench  also installs what bench/'s figures need (matplotlib).
 # Nothing is downloaded from anywhere but Debian's package archive.
 set -eu
 
 train=0
+bench=0
 for arg in "$@"; do
     case "$arg" in
         --train) train=1 ;;
-        *) echo "install-deps.sh: unknown option '$arg' (expected --train)" >&2; exit 2 ;;
+        --bench) bench=1 ;;
+        *) echo "install-deps.sh: unknown option '$arg' (expected --train or --bench)" >&2; exit 2 ;;
     esac
 done
 
@@ -17,6 +20,9 @@ sudo=""
 if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
 
 pkgs="build-essential cmake pkg-config libhwy-dev libpcre2-dev libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev clang-format python3"
+if [ "$bench" -eq 1 ]; then
+    pkgs="$pkgs python3-matplotlib"
+fi
 if [ "$train" -eq 1 ]; then
     # libopenblas0-openmp: Debian's default reference BLAS makes torch ~20x slower.
     pkgs="$pkgs python3-torch python3-numpy libopenblas0-openmp"
