@@ -53,11 +53,14 @@ TEST(Tts, CandidatesInOneBatchEqualEachDecodedAloneWithItsSeed) {
         double temperature, threshold;
         decode::Remasking remasking;
         int lookahead;
+        bool revise = false;
     };
     const Case cases[] = {{"vanilla", 1.0, 0.0, decode::Remasking::LowConfidence, -1},
                           {"dual-cache", 0.0, 0.0, decode::Remasking::Random, -1},
                           {"threshold", 1.0, 0.7, decode::Remasking::LowConfidence, -1},
-                          {"mbsd", 1.0, 0.7, decode::Remasking::LowConfidence, 4}};
+                          {"mbsd", 1.0, 0.7, decode::Remasking::LowConfidence, 4},
+                          // Progressive revision: every candidate's checks share one CPU path.
+                          {"mbsd", 1.0, 0.5, decode::Remasking::LowConfidence, 4, true}};
     int total_distinct = 0;
     for (const Case& c : cases) {
         SCOPED_TRACE(c.policy);
@@ -66,6 +69,7 @@ TEST(Tts, CandidatesInOneBatchEqualEachDecodedAloneWithItsSeed) {
         opt.threshold = c.threshold;
         opt.remasking = c.remasking;
         opt.lookahead = c.lookahead;
+        opt.revise.on = c.revise;
         opt.seed = 7;
         // A hard-set prompt on which the samples differ.
         const auto prompt = t.prompt("sort 56 44 46 59 52 58:");
