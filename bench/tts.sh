@@ -1,7 +1,7 @@
 #!/bin/sh
 # Test-time scaling measured with llada-eval --tts on mix-1000 (T 1.0; the dLLMs with dual-cache
 # + threshold 0.9, block 8; the AR twin with ar). Writes bench/out/tts/*.json. Parts (default
-# all): TTS="batch acc npu figure".
+# all): TTS="batch acc npu figure settings".
 #   batch   N = 8 candidates batched beside the same 8 candidates decoded one after another
 #           (8 runs with --seed 0..7: candidate k of the batch is the run with seed k, tested in
 #           tests/tts_test.cpp), tiny-llada-m, one worker, one thread
@@ -9,13 +9,15 @@
 #           tiny-llada-s and tiny-ar-m, two workers of one thread
 #   npu     the same on npu-sim (sm8750): projected latency per request, one worker
 #   figure  docs/figures/tts-frontier.png (bench/tts_frontier.py; python3-matplotlib)
+#   settings tiny-llada-m at a parallel setting (dual-cache + threshold 0.7) and on the hard
+#           sets (threshold 0.9), N in {1, 4, 8}
 . "$(dirname "$0")/common.sh"
 D=$OUT/tts
 mkdir -p "$D"
 T=${TASKS:-$ROOT/models/tasks/mix-1000.jsonl}
 dllm() { m=$1; shift; "$BIN/llada-eval" -m "$ROOT/models/$m.gguf" --tasks "$T" --gen 32 --block 8 --policy dual-cache --threshold 0.9 --temperature 1.0 -t 1 --json "$@"; }
 ar() { m=$1; shift; "$BIN/llada-eval" -m "$ROOT/models/$m.gguf" --tasks "$T" --gen 32 --policy ar --temperature 1.0 -t 1 --json "$@"; }
-for part in ${TTS:-batch acc npu figure}; do
+for part in ${TTS:-batch acc npu figure settings}; do
     case $part in
     batch)
         dllm tiny-llada-m --tts 8 > "$D/batch8.json"
@@ -44,6 +46,13 @@ PY
         done ;;
     figure)
         /usr/bin/python3 "$ROOT/bench/tts_frontier.py" "$D" "$ROOT/docs/figures/tts-frontier.png" ;;
+    settings)
+        for n in 1 4 8; do
+            "$BIN/llada-eval" -m "$ROOT/models/tiny-llada-m.gguf" --tasks "$T" --gen 32 --block 8 --policy dual-cache \
+                --threshold 0.7 --temperature 1.0 -t 1 --parallel 2 --json --tts $n > "$D/set-thr07-n$n.json"
+            "$BIN/llada-eval" -m "$ROOT/models/tiny-llada-m.gguf" --tasks "$ROOT/models/tasks/all-hard.jsonl" --gen 32 --block 8 \
+                --policy dual-cache --threshold 0.9 --temperature 1.0 -t 1 --parallel 2 --json --tts $n > "$D/set-hard-n$n.json"
+        done ;;
     *) echo "tts.sh: unknown part '$part'" >&2; exit 2 ;;
     esac
 done

@@ -112,20 +112,23 @@ CandidatesResult generate_candidates(const std::string& policy, const model::Mod
     if (policy == "ar") return ar_candidates(model, device, opt, ids, prompt, n);
     const auto t0 = std::chrono::steady_clock::now();
     const DiffusionConfig cfg = configure_diffusion(policy, opt);
-    if (cfg.speculate && opt.lookahead < 0) {
-        throw Error("--tts with mbsd needs --lookahead N (auto sizes one candidate's window)");
-    }
     check_canvas_fits(model, static_cast<int>(prompt.size()), opt.gen);
     const int L = static_cast<int>(prompt.size()) + opt.gen;
     const int per = opt.cfg > 0.0 ? 2 : 1;
     const int64_t rows = int64_t{n} * per * L * rows_per_position(cfg, opt);
     model::Session session(model, device, n * per, L, rows, rows, opt.kernels);
+    // mbsd --lookahead auto: each candidate sizes its lookahead on one candidate's cost table
+    // (as if alone; the other candidates' rows in the same forward are not weighed).
+    ForwardCost cost;
+    if (cfg.speculate && opt.lookahead < 0)
+        cost = lookahead_cost(session, opt, int64_t{per} * L, L);
     std::vector<std::unique_ptr<Generator>> gens;
     gens.reserve(static_cast<size_t>(n));
     for (int k = 0; k < n; ++k) {
         GenerateOptions o = opt;
         o.seed = opt.seed + static_cast<uint64_t>(k);
-        gens.push_back(std::make_unique<Generator>(model, o, ids, cfg, prompt));
+        gens.push_back(std::make_unique<Generator>(model, o, ids, cfg, prompt,
+                                                   cost.empty() ? nullptr : &cost));
     }
     CandidatesResult out;
     {
