@@ -9,8 +9,8 @@
 #           tiny-llada-s and tiny-ar-m, two workers of one thread
 #   npu     the same on npu-sim (sm8750): projected latency per request, one worker
 #   figure  docs/figures/tts-frontier.png (bench/tts_frontier.py; python3-matplotlib)
-#   settings tiny-llada-m at a parallel setting (dual-cache + threshold 0.7) and on the hard
-#           sets (threshold 0.9), N in {1, 4, 8}
+#   settings tiny-llada-m at a parallel setting (dual-cache + threshold 0.7), on the hard sets
+#           (threshold 0.9) and at one token per step (vanilla), N in {1, 4, 8}
 . "$(dirname "$0")/common.sh"
 D=$OUT/tts
 mkdir -p "$D"
@@ -37,12 +37,12 @@ PY
     acc)
         for n in 1 2 4 8 16; do
             for m in tiny-llada-m tiny-llada-s; do dllm $m --tts $n --parallel 2 > "$D/acc-$m-n$n.json"; done
-            ar tiny-ar-m --tts $n --parallel 2 > "$D/acc-tiny-ar-m-n$n.json"
+            for m in tiny-ar-m tiny-ar-s; do ar $m --tts $n --parallel 2 > "$D/acc-$m-n$n.json"; done
         done ;;
     npu)
         for n in 1 4 8 16; do
             for m in tiny-llada-m tiny-llada-s; do dllm $m --tts $n --device npu-sim > "$D/npu-$m-n$n.json"; done
-            ar tiny-ar-m --tts $n --device npu-sim > "$D/npu-tiny-ar-m-n$n.json"
+            for m in tiny-ar-m tiny-ar-s; do ar $m --tts $n --device npu-sim > "$D/npu-$m-n$n.json"; done
         done ;;
     figure)
         /usr/bin/python3 "$ROOT/bench/tts_frontier.py" "$D" "$ROOT/docs/figures/tts-frontier.png" ;;
@@ -52,6 +52,8 @@ PY
                 --threshold 0.7 --temperature 1.0 -t 1 --parallel 2 --json --tts $n > "$D/set-thr07-n$n.json"
             "$BIN/llada-eval" -m "$ROOT/models/tiny-llada-m.gguf" --tasks "$ROOT/models/tasks/all-hard.jsonl" --gen 32 --block 8 \
                 --policy dual-cache --threshold 0.9 --temperature 1.0 -t 1 --parallel 2 --json --tts $n > "$D/set-hard-n$n.json"
+            "$BIN/llada-eval" -m "$ROOT/models/tiny-llada-m.gguf" --tasks "$T" --gen 32 --block 8 --policy vanilla \
+                --temperature 1.0 -t 1 --parallel 2 --json --tts $n > "$D/set-vanilla-n$n.json"
         done ;;
     *) echo "tts.sh: unknown part '$part'" >&2; exit 2 ;;
     esac
