@@ -96,6 +96,9 @@ int main(int argc, char** argv) {
                 j["nfe"] = c.forwards;
                 j["rows"] = c.rows;
                 j["wall_s"] = c.wall_s;
+                if (const runtime::DeviceReport* rep = device->report()) {
+                    j["device"] = tools::device_report_json(*rep);  // projected on npu-sim
+                }
                 std::printf(
                     "%s\n",
                     j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
