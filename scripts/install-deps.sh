@@ -19,7 +19,7 @@ done
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
 
-pkgs="build-essential cmake pkg-config libhwy-dev libpcre2-dev libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev clang-format python3"
+pkgs="build-essential cmake pkg-config libhwy-dev libpcre2-dev libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcpp-httplib-dev clang-format python3"
 if [ "$bench" -eq 1 ]; then
     pkgs="$pkgs python3-matplotlib"
 fi

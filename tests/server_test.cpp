@@ -1,0 +1,206 @@
+// llada-server (tools/llada_server.cpp) over HTTP: the OpenAI-shaped answers equal the library's
+// generation of the same request alone, requests batched together give the same text as alone
+// (the seed makes them reproducible), the stream's deltas add up to the text and end in
+// "data: [DONE]", and bad requests get 400 with the problem named, a full server 503.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "decode/policy.h"
+#include "runtime/device.h"
+#include "tools/common.h"
+
+using namespace llada;
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string model() {
+    return (fs::path(LLADA_SOURCE_DIR) / "models" / "tiny-llada-m.gguf").string();
+}
+
+// A server process on a free port, stopped at the end.
+struct Server {
+    pid_t pid = -1;
+    int port = 0;
+    explicit Server(const std::vector<std::string>& extra) {
+        int fd[2];
+        if (pipe(fd) != 0) return;
+        pid = fork();
+        if (pid == 0) {
+            dup2(fd[1], 1);
+            close(fd[0]);
+            std::vector<std::string> a = {(fs::path(LLADA_BIN_DIR) / "llada-server").string(),
+                                          "-m",
+                                          model(),
+                                          "--port",
+                                          "0",
+                                          "-t",
+                                          "1",
+                                          "--max-gen",
+                                          "32",
+                                          "--block",
+                                          "8"};
+            a.insert(a.end(), extra.begin(), extra.end());
+            std::vector<char*> argv;
+            for (auto& s : a)
+                argv.push_back(s.data());
+            argv.push_back(nullptr);
+            execv(argv[0], argv.data());
+            _exit(127);
+        }
+        close(fd[1]);
+        FILE* f = fdopen(fd[0], "r");
+        char line[128] = {0};
+        if (f && std::fgets(line, sizeof(line), f)) std::sscanf(line, "listening %d", &port);
+        if (f) fclose(f);
+    }
+    ~Server() {
+        if (pid > 0) {
+            kill(pid, SIGTERM);
+            waitpid(pid, nullptr, 0);
+        }
+    }
+};
+
+// The same request through the library alone.
+std::string alone(const std::string& prompt, uint64_t seed, double temperature) {
+    auto lm = tools::load_model(model());
+    runtime::ThreadPool pool(1);
+    auto dev = runtime::make_cpu_device(pool);
+    decode::GenerateOptions o;
+    o.gen = 32;
+    o.block = 8;
+    o.steps = 32;
+    o.threshold = 0.9;
+    o.seed = seed;
+    o.temperature = temperature;
+    auto p = decode::make_policy("dual-cache", *lm.model, *dev, o, lm.ids);
+    const auto r = p->generate(lm.tok->encode(prompt, lm.tok->add_bos_default(), false));
+    return lm.tok->decode(r.answer(lm.ids), false);
+}
+
+const char* kPrompts[] = {
+    "sort 56 44 46 59 52 58:", "2889+8183=", "sort 65 56 63 72 59 58:", "6238+0032="};
+
+}  // namespace
+
+TEST(Server, AnswersAreTheLibrarysAloneOrBatched) {
+    Server s({"--parallel", "4"});
+    ASSERT_GT(s.port, 0);
+    httplib::Client c("127.0.0.1", s.port);
+    auto h = c.Get("/health");
+    ASSERT_TRUE(h);
+    EXPECT_EQ(h->status, 200);
+    auto m = c.Get("/v1/models");
+    ASSERT_TRUE(m);
+    EXPECT_EQ(json::parse(m->body)["data"][0]["id"], "tiny-llada-m");
+    // Four requests at once (one forward per step for all), T 1.0 with a seed each.
+    std::vector<std::string> got(4);
+    std::vector<std::thread> ts;
+    for (int i = 0; i < 4; ++i) {
+        ts.emplace_back([&, i] {
+            httplib::Client ci("127.0.0.1", s.port);
+            const json body = {{"prompt", kPrompts[i]},
+                               {"max_tokens", 32},
+                               {"temperature", 1.0},
+                               {"seed", 10 + i}};
+            auto r = ci.Post("/v1/completions", body.dump(), "application/json");
+            if (r && r->status == 200) got[i] = json::parse(r->body)["choices"][0]["text"];
+        });
+    }
+    for (auto& t : ts)
+        t.join();
+    for (int i = 0; i < 4; ++i)
+        EXPECT_EQ(got[i], alone(kPrompts[i], 10 + i, 1.0)) << kPrompts[i];
+    // usage counts the prompt and the answer.
+    auto r = c.Post("/v1/completions", json{{"prompt", kPrompts[0]}, {"max_tokens", 32}}.dump(),
+                    "application/json");
+    ASSERT_TRUE(r);
+    const json j = json::parse(r->body);
+    EXPECT_EQ(j["object"], "text_completion");
+    EXPECT_EQ(j["choices"][0]["text"], alone(kPrompts[0], 0, 0.0));
+    EXPECT_GT(j["usage"]["prompt_tokens"].get<int>(), 0);
+    EXPECT_EQ(j["usage"]["total_tokens"].get<int>(),
+              j["usage"]["prompt_tokens"].get<int>() + j["usage"]["completion_tokens"].get<int>());
+    auto met = c.Get("/metrics");
+    ASSERT_TRUE(met);
+    EXPECT_NE(met->body.find("llada_requests_completed_total 5"), std::string::npos) << met->body;
+}
+
+TEST(Server, StreamDeltasAddUpToTheTextAndEndInDone) {
+    Server s({});
+    ASSERT_GT(s.port, 0);
+    httplib::Client c("127.0.0.1", s.port);
+    auto r = c.Post("/v1/completions",
+                    json{{"prompt", kPrompts[2]}, {"max_tokens", 32}, {"stream", true}}.dump(),
+                    "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200);
+    std::string text, last;
+    size_t at = 0;
+    int chunks = 0;
+    while ((at = r->body.find("data: ", at)) != std::string::npos) {
+        const size_t end = r->body.find("\n\n", at);
+        last = r->body.substr(at + 6, end - at - 6);
+        at = end;
+        if (last == "[DONE]") break;
+        text += json::parse(last)["choices"][0]["text"].get<std::string>();
+        ++chunks;
+    }
+    EXPECT_EQ(last, "[DONE]");
+    EXPECT_GT(chunks, 2);  // the text arrived over several steps
+    EXPECT_EQ(text, alone(kPrompts[2], 0, 0.0));
+}
+
+TEST(Server, BadRequestsAreNamedAndAFullServerSays503) {
+    Server s({"--parallel", "1", "--queue", "0"});
+    ASSERT_GT(s.port, 0);
+    httplib::Client c("127.0.0.1", s.port);
+    auto err = [&](const std::string& body) {
+        auto r = c.Post("/v1/completions", body, "application/json");
+        if (!r) return std::string("no response");
+        EXPECT_EQ(r->status, 400) << body;
+        return json::parse(r->body)["error"]["message"].get<std::string>();
+    };
+    EXPECT_NE(err("{bad").find("malformed JSON"), std::string::npos);
+    EXPECT_NE(err(R"({"prompt": 3})").find("'prompt' must be a string"), std::string::npos);
+    EXPECT_NE(err(R"({"prompt": "x", "max_tokens": "many"})").find("'max_tokens' must be a number"),
+              std::string::npos);
+    EXPECT_NE(err(R"({"prompt": "x", "wings": 2})").find("unknown field 'wings'"),
+              std::string::npos);
+    EXPECT_NE(err(R"({"prompt": "x", "max_tokens": 999})").find("'max_tokens' must be in"),
+              std::string::npos);
+    EXPECT_NE(err(R"({"prompt": "x", "policy": "nope"})").find("nope"), std::string::npos);
+    // One sequence and no queue: of several requests at once, the ones that find it busy get
+    // 503 with Retry-After; every one is answered.
+    std::atomic<int> ok{0}, busy{0};
+    std::vector<std::thread> ts;
+    for (int i = 0; i < 6; ++i) {
+        ts.emplace_back([&] {
+            httplib::Client ci("127.0.0.1", s.port);
+            auto r = ci.Post("/v1/completions",
+                             json{{"prompt", kPrompts[0]},
+                                  {"max_tokens", 32},
+                                  {"steps", 32},
+                                  {"policy", "vanilla"},
+                                  {"threshold", 0.0}}
+                                 .dump(),
+                             "application/json");
+            if (!r) return;
+            if (r->status == 200) ++ok;
+            if (r->status == 503 && r->get_header_value("Retry-After") == "1") ++busy;
+        });
+    }
+    for (auto& t : ts)
+        t.join();
+    EXPECT_EQ(ok + busy, 6);
+    EXPECT_GE(ok, 1);
+}

@@ -1,0 +1,357 @@
+// llada-server: an OpenAI-compatible HTTP API over the step engine (tools/server_engine.h):
+// POST /v1/completions, POST /v1/chat/completions (stream: true as server-sent events ending in
+// "data: [DONE]"), GET /v1/models, GET /health, GET /metrics (Prometheus text). Diffusion
+// parameters (steps, block, policy, threshold, lookahead, revise, ...) are request fields beside
+// the OpenAI ones, with the server's flags as defaults; `seed` makes a request reproducible
+// whether it ran alone or batched with others.
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "tools/common.h"
+#include "tools/server_engine.h"
+#include "util/error.h"
+
+using namespace llada;
+using json = nlohmann::json;
+
+namespace {
+
+void send_error(httplib::Response& res, int status, const std::string& msg,
+                const std::string& type = "invalid_request_error") {
+    res.status = status;
+    res.set_content(json{{"error", {{"message", msg}, {"type", type}}}}.dump(), "application/json");
+}
+
+// The request's decoding options: the server's defaults, then the request's fields. Throws
+// llada::Error naming a field of the wrong type or an unknown one.
+struct Parsed {
+    std::string policy;
+    decode::GenerateOptions opt;
+    bool stream = false;
+};
+
+Parsed parse_options(const json& body, const tools::DecodeFlags& defaults,
+                     const tools::ServerLimits& limits, const std::vector<std::string>& extra) {
+    static const std::vector<std::string> known = {
+        "model", "prompt", "messages", "max_tokens",        "temperature",     "seed",   "stream",
+        "steps", "block",  "policy",   "threshold",         "lookahead",       "revise", "n",
+        "top_p", "user",   "stop",     "frequency_penalty", "presence_penalty"};
+    if (!body.is_object()) throw Error("the request body must be a JSON object");
+    for (const auto& [k, v] : body.items()) {
+        if (std::find(known.begin(), known.end(), k) == known.end() &&
+            std::find(extra.begin(), extra.end(), k) == extra.end())
+            throw Error("unknown field '" + k + "'");
+    }
+    Parsed p{defaults.policy, defaults.opt, false};
+    auto num = [&](const char* k, auto& out, double lo, double hi) {
+        if (!body.contains(k)) return;
+        if (!body[k].is_number()) throw Error(std::string("'") + k + "' must be a number");
+        const double v = body[k].get<double>();
+        if (!(v >= lo && v <= hi))
+            throw Error(std::string("'") + k + "' must be in [" + std::to_string(lo) + ", " +
+                        std::to_string(hi) + "]");
+        out = static_cast<std::remove_reference_t<decltype(out)>>(v);
+    };
+    int max_tokens = p.opt.gen;
+    num("max_tokens", max_tokens, 1, limits.max_gen);
+    double seed = static_cast<double>(p.opt.seed);
+    num("seed", seed, 0, 4294967295.0);
+    p.opt.seed = static_cast<uint64_t>(seed);
+    num("temperature", p.opt.temperature, 0.0, 100.0);
+    num("threshold", p.opt.threshold, 0.0, 1.0);
+    num("block", p.opt.block, 1, limits.max_gen);
+    num("lookahead", p.opt.lookahead, 0, limits.max_gen);
+    int steps = 0;
+    num("steps", steps, 1, 1 << 20);
+    if (body.contains("policy")) {
+        if (!body["policy"].is_string()) throw Error("'policy' must be a string");
+        p.policy = body["policy"];
+    }
+    if (body.contains("revise")) {
+        if (!body["revise"].is_boolean()) throw Error("'revise' must be a boolean");
+        p.opt.revise.on = body["revise"];
+    }
+    if (body.contains("stream")) {
+        if (!body["stream"].is_boolean()) throw Error("'stream' must be a boolean");
+        p.stream = body["stream"];
+    }
+    if (body.contains("n") && !(body["n"].is_number_integer() && body["n"] == 1))
+        throw Error("'n' other than 1 is not supported (use test-time scaling in llada-cli)");
+    // The generated length is the requested tokens rounded up to a whole number of blocks.
+    if (p.opt.block > max_tokens) p.opt.block = max_tokens;
+    p.opt.gen = (max_tokens + p.opt.block - 1) / p.opt.block * p.opt.block;
+    if (p.opt.gen > limits.max_gen)
+        throw Error("max_tokens rounded up to whole blocks exceeds the server's --max-gen");
+    p.opt.steps = steps > 0 ? steps : p.opt.gen;
+    if (p.policy == "ar") throw Error("policy 'ar' is not served (diffusion policies only)");
+    return p;
+}
+
+std::string new_id(const char* prefix) {
+    static std::atomic<int64_t> n{0};
+    return std::string(prefix) + std::to_string(n.fetch_add(1) + 1);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    return tools::run_tool([&]() -> int {
+        std::string model_path, host = "127.0.0.1";
+        int port = 8080, threads = 2, body_kib = 256;
+        tools::ServerLimits limits;
+        tools::DecodeFlags dec;
+        tools::DeviceFlags devf;
+        tools::ArgTable args("llada-server",
+                             "Serves a diffusion model over an OpenAI-compatible HTTP API; every "
+                             "step is one forward over all active requests.");
+        args.section("Server");
+        args.string({"-m", "--model"}, "FILE",
+                    std::string("GGUF model (default: the bundled ") + tools::kDefaultModel + ")",
+                    &model_path);
+        args.string({"--host"}, "ADDR", "address to listen on (default 127.0.0.1)", &host);
+        args.integer({"--port"}, "N", "port (default 8080; 0: any free port, printed)", &port, 0,
+                     65535);
+        args.integer({"--parallel"}, "N", "requests decoded together (default 4)", &limits.parallel,
+                     1, 1024);
+        args.integer({"--queue"}, "N", "requests waiting beyond those (default 16; full: 503)",
+                     &limits.queue, 0, 1 << 20);
+        args.integer({"--max-gen"}, "N", "largest max_tokens (default 128)", &limits.max_gen, 1,
+                     1 << 20);
+        args.integer({"--max-prompt"}, "N",
+                     "longest prompt in tokens (default: the context minus --max-gen)",
+                     &limits.max_prompt, 0, 1 << 20);
+        args.integer({"--max-body-kib"}, "N", "largest request body (default 256 KiB)", &body_kib,
+                     1, 1 << 20);
+        args.integer({"-t", "--threads"}, "N", "CPU threads (default 2)", &threads, 1, 1024);
+        dec.add_to(args);
+        devf.add_to(args);
+        if (!args.parse(argc, argv)) return 0;
+        if (model_path.empty()) model_path = tools::find_default_model(argv[0]);
+        tools::LoadedModel lm = tools::load_model(model_path);
+        if (!args.given("--policy")) dec.policy = "dual-cache";
+        dec.finish(args, *lm.model);
+        if (!args.given("--threshold") && dec.policy == "dual-cache") dec.opt.threshold = 0.9;
+        runtime::ThreadPool pool(threads);
+        auto device = devf.make(pool);
+        tools::ServerEngine engine(lm, *device, limits);
+        const std::string model_name = std::filesystem::path(model_path).stem().string();
+        const auto started = std::chrono::system_clock::now();
+
+        httplib::Server srv;
+        srv.set_payload_max_length(static_cast<size_t>(body_kib) * 1024);
+        srv.Get("/health", [&](const httplib::Request&, httplib::Response& res) {
+            res.set_content(json{{"status", "ok"}}.dump(), "application/json");
+        });
+        srv.Get("/v1/models", [&](const httplib::Request&, httplib::Response& res) {
+            const auto t =
+                std::chrono::duration_cast<std::chrono::seconds>(started.time_since_epoch())
+                    .count();
+            res.set_content(json{{"object", "list"},
+                                 {"data",
+                                  {{{"id", model_name},
+                                    {"object", "model"},
+                                    {"created", t},
+                                    {"owned_by", "llada.cpp"}}}}}
+                                .dump(),
+                            "application/json");
+        });
+        srv.Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
+            const auto c = engine.counters();
+            std::string m;
+            auto line = [&](const char* name, const char* help, double v) {
+                m += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name +
+                     " counter\n" + name + " " + std::to_string(v) + "\n";
+            };
+            line("llada_requests_total", "requests accepted", c.requests);
+            line("llada_requests_completed_total", "requests completed", c.completed);
+            line("llada_requests_rejected_total", "requests refused with a full queue", c.rejected);
+            line("llada_requests_failed_total", "requests that failed", c.failed);
+            line("llada_steps_total", "engine steps (one forward each)", c.steps);
+            line("llada_tokens_total", "answer tokens generated", c.tokens);
+            line("llada_busy_seconds_total", "time spent in forwards", c.busy_s);
+            m += "# HELP llada_queue_length requests waiting\n# TYPE llada_queue_length gauge\n"
+                 "llada_queue_length " +
+                 std::to_string(engine.queue_length()) + "\n";
+            m += "# HELP llada_batch_occupancy mean requests per step\n# TYPE "
+                 "llada_batch_occupancy gauge\nllada_batch_occupancy " +
+                 std::to_string(c.steps ? static_cast<double>(c.occupancy_sum) / c.steps : 0.0) +
+                 "\n";
+            m += "# HELP llada_tokens_per_second answer tokens per busy second\n# TYPE "
+                 "llada_tokens_per_second gauge\nllada_tokens_per_second " +
+                 std::to_string(c.busy_s > 0 ? c.tokens / c.busy_s : 0.0) + "\n";
+            res.set_content(m, "text/plain; version=0.0.4");
+        });
+        auto handle = [&](const httplib::Request& req, httplib::Response& res, bool chat) {
+            json body;
+            try {
+                body = json::parse(req.body);
+            } catch (const std::exception& e) {
+                return send_error(res, 400, std::string("malformed JSON: ") + e.what());
+            }
+            auto r = std::make_shared<tools::ServerRequest>();
+            bool stream = false;
+            try {
+                const Parsed p = parse_options(body, dec, engine.limits(), {});
+                r->policy = p.policy;
+                r->opt = p.opt;
+                stream = p.stream;
+                std::string text;
+                if (chat) {
+                    if (!body.contains("messages") || !body["messages"].is_array() ||
+                        body["messages"].empty())
+                        throw Error("'messages' must be a non-empty array");
+                    std::string user;
+                    for (const auto& m : body["messages"]) {
+                        if (!m.is_object() || !m.contains("content") || !m["content"].is_string())
+                            throw Error("each message needs a string 'content'");
+                        if (m.value("role", "") == "user") user = m["content"];
+                    }
+                    text = tools::chat_wrap(*lm.tok, user);
+                } else {
+                    if (!body.contains("prompt") || !body["prompt"].is_string())
+                        throw Error("'prompt' must be a string");
+                    text = body["prompt"];
+                }
+                r->prompt = lm.tok->encode(text, lm.tok->add_bos_default(), chat);
+                if (static_cast<int>(r->prompt.size()) > engine.limits().max_prompt)
+                    throw Error("the prompt has " + std::to_string(r->prompt.size()) +
+                                " tokens; the server takes at most " +
+                                std::to_string(engine.limits().max_prompt));
+            } catch (const std::exception& e) {
+                return send_error(res, 400, e.what());
+            }
+            const std::string id = new_id(chat ? "chatcmpl-" : "cmpl-");
+            const auto created = std::chrono::duration_cast<std::chrono::seconds>(
+                                     std::chrono::system_clock::now().time_since_epoch())
+                                     .count();
+            auto chunk_of = [&, chat, id, created](const std::string& delta, const char* finish) {
+                json choice = {{"index", 0}};
+                if (chat) {
+                    choice["delta"] = delta.empty() ? json::object() : json{{"content", delta}};
+                } else {
+                    choice["text"] = delta;
+                }
+                choice["finish_reason"] = finish ? json(finish) : json(nullptr);
+                return json{{"id", id},
+                            {"object", chat ? "chat.completion.chunk" : "text_completion"},
+                            {"created", created},
+                            {"model", model_name},
+                            {"choices", {choice}}};
+            };
+            if (!stream) {
+                if (!engine.submit(r)) {
+                    res.set_header("Retry-After", "1");
+                    return send_error(res, 503, "the server's queue is full", "server_busy");
+                }
+                engine.wait(*r);
+                if (!r->error.empty()) return send_error(res, 400, r->error);
+                const int64_t completion = static_cast<int64_t>(r->result.answer(lm.ids).size());
+                json choice = {{"index", 0}, {"finish_reason", "stop"}};
+                if (chat) {
+                    choice["message"] = {{"role", "assistant"}, {"content", r->text}};
+                } else {
+                    choice["text"] = r->text;
+                }
+                res.set_content(
+                    json{{"id", id},
+                         {"object", chat ? "chat.completion" : "text_completion"},
+                         {"created", created},
+                         {"model", model_name},
+                         {"choices", {choice}},
+                         {"usage",
+                          {{"prompt_tokens", r->prompt.size()},
+                           {"completion_tokens", completion},
+                           {"total_tokens", static_cast<int64_t>(r->prompt.size()) + completion}}},
+                         {"nfe", r->result.stats.forwards}}
+                        .dump(-1, ' ', false, json::error_handler_t::replace),
+                    "application/json");
+                return;
+            }
+            // Streaming: each step's newly committed prefix text as a delta.
+            struct Stream {
+                std::mutex mu;
+                std::condition_variable cv;
+                std::deque<std::string> events;
+                std::string sent;
+                bool finished = false;
+            };
+            auto st = std::make_shared<Stream>();
+            r->on_step = [st, chunk_of](const std::string& stable) {
+                std::lock_guard<std::mutex> lock(st->mu);
+                // Only text that extends what was sent: deltas are never taken back.
+                if (stable.size() > st->sent.size() &&
+                    stable.compare(0, st->sent.size(), st->sent) == 0) {
+                    st->events.push_back("data: " +
+                                         chunk_of(stable.substr(st->sent.size()), nullptr)
+                                             .dump(-1, ' ', false, json::error_handler_t::replace) +
+                                         "\n\n");
+                    st->sent = stable;
+                }
+                st->cv.notify_all();
+            };
+            if (!engine.submit(r)) {
+                res.set_header("Retry-After", "1");
+                return send_error(res, 503, "the server's queue is full", "server_busy");
+            }
+            std::thread([&engine, r, st, chunk_of] {
+                engine.wait(*r);
+                std::lock_guard<std::mutex> lock(st->mu);
+                if (r->error.empty()) {
+                    if (r->text.size() > st->sent.size() &&
+                        r->text.compare(0, st->sent.size(), st->sent) == 0) {
+                        st->events.push_back(
+                            "data: " +
+                            chunk_of(r->text.substr(st->sent.size()), nullptr)
+                                .dump(-1, ' ', false, json::error_handler_t::replace) +
+                            "\n\n");
+                    }
+                    st->events.push_back("data: " + chunk_of("", "stop").dump() + "\n\n");
+                } else {
+                    st->events.push_back(
+                        "data: " + json{{"error", {{"message", r->error}}}}.dump() + "\n\n");
+                }
+                st->events.push_back("data: [DONE]\n\n");
+                st->finished = true;
+                st->cv.notify_all();
+            }).detach();
+            res.set_header("Cache-Control", "no-cache");
+            res.set_chunked_content_provider(
+                "text/event-stream", [st, r, &engine](size_t, httplib::DataSink& sink) {
+                    std::unique_lock<std::mutex> lock(st->mu);
+                    st->cv.wait(lock, [&] { return !st->events.empty() || st->finished; });
+                    while (!st->events.empty()) {
+                        const std::string e = std::move(st->events.front());
+                        st->events.pop_front();
+                        if (!sink.write(e.data(), e.size())) {
+                            engine.cancel(r);
+                            return false;
+                        }
+                    }
+                    if (st->finished) sink.done();
+                    return true;
+                });
+        };
+        srv.Post("/v1/completions",
+                 [&](const httplib::Request& q, httplib::Response& s) { handle(q, s, false); });
+        srv.Post("/v1/chat/completions",
+                 [&](const httplib::Request& q, httplib::Response& s) { handle(q, s, true); });
+        int bound = port;
+        if (port == 0) {
+            bound = srv.bind_to_any_port(host);
+        } else if (!srv.bind_to_port(host, port)) {
+            throw Error("cannot listen on " + host + ":" + std::to_string(port));
+        }
+        if (bound < 0) throw Error("cannot listen on " + host);
+        std::fprintf(stderr, "llada-server: %s on http://%s:%d (policy %s, %d parallel)\n",
+                     model_name.c_str(), host.c_str(), bound, dec.policy.c_str(), limits.parallel);
+        std::printf("listening %d\n", bound);
+        std::fflush(stdout);
+        srv.listen_after_bind();
+        return 0;
+    });
+}

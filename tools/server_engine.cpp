@@ -1,0 +1,184 @@
+// The engine behind llada-server (tools/server_engine.h).
+#include "tools/server_engine.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "util/error.h"
+
+namespace llada::tools {
+
+ServerEngine::ServerEngine(const LoadedModel& lm, runtime::Device& device,
+                           const ServerLimits& limits)
+    : lm_(lm), limits_(limits) {
+    const int ctx = static_cast<int>(lm.model->hparams().n_ctx);
+    if (limits_.max_gen <= 0 || limits_.max_gen >= ctx) {
+        throw Error("--max-gen must be in [1, " + std::to_string(ctx - 1) + ") for this model");
+    }
+    if (limits_.max_prompt <= 0) limits_.max_prompt = ctx - limits_.max_gen;
+    if (limits_.max_prompt + limits_.max_gen > ctx) {
+        throw Error("--max-prompt + --max-gen exceed the model's context of " +
+                    std::to_string(ctx));
+    }
+    if (limits_.parallel < 1) throw Error("--parallel must be >= 1");
+    n_pos_ = limits_.max_prompt + limits_.max_gen;
+    const int64_t rows = int64_t{limits_.parallel} * n_pos_;
+    session_ =
+        std::make_unique<model::Session>(*lm.model, device, limits_.parallel, n_pos_, rows, rows);
+    sched_ = std::make_unique<decode::Scheduler>(*session_);
+    thread_ = std::thread([this] { loop(); });
+}
+
+ServerEngine::~ServerEngine() {
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        stop_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+}
+
+bool ServerEngine::submit(const std::shared_ptr<ServerRequest>& r) {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Room: the free sequences plus the queue's length.
+    const int room = limits_.queue + limits_.parallel - static_cast<int>(live_.size());
+    if (static_cast<int>(queue_.size()) >= room) {
+        ++counters_.rejected;
+        return false;
+    }
+    ++counters_.requests;
+    queue_.push_back(r);
+    wake_.notify_all();
+    return true;
+}
+
+void ServerEngine::wait(ServerRequest& r) {
+    std::unique_lock<std::mutex> lock(mu_);
+    r.cv.wait(lock, [&] { return r.done; });
+}
+
+void ServerEngine::cancel(const std::shared_ptr<ServerRequest>& r) {
+    std::lock_guard<std::mutex> lock(mu_);
+    r->cancelled = true;
+    wake_.notify_all();
+}
+
+ServerCounters ServerEngine::counters() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return counters_;
+}
+
+int ServerEngine::queue_length() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return static_cast<int>(queue_.size());
+}
+
+int ServerEngine::active() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return static_cast<int>(live_.size());
+}
+
+// The text of the committed prefix: positions from the first generated one up to the first that
+// is still masked or a draft, cut at the end of text.
+std::string ServerEngine::stable_text(const Live& l) const {
+    const auto& g = *l.gen;
+    const auto& x = g.result().canvas;
+    const auto st = g.states();
+    std::vector<int32_t> ids;
+    // Under revision only stable tokens are final.
+    const bool stable_only = g.revising();
+    for (size_t p = static_cast<size_t>(g.result().prompt_len); p < x.size(); ++p) {
+        if (st[p] == decode::TokenState::Masked || st[p] == decode::TokenState::Draft) break;
+        if (stable_only && st[p] != decode::TokenState::Stable) break;
+        if (x[p] == lm_.ids.eos || x[p] == lm_.ids.eot) break;
+        ids.push_back(x[p]);
+    }
+    return lm_.tok->decode(ids, false);
+}
+
+void ServerEngine::loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+        // Admission at the step boundary: first come, first served, while a sequence is free.
+        while (!queue_.empty() && static_cast<int>(live_.size()) < limits_.parallel) {
+            auto r = queue_.front();
+            queue_.pop_front();
+            if (r->cancelled) {
+                r->error = "cancelled";
+                r->done = true;
+                r->cv.notify_all();
+                continue;
+            }
+            try {
+                const auto cfg = decode::configure_diffusion(r->policy, r->opt);
+                auto g = std::make_unique<decode::Generator>(*lm_.model, r->opt, lm_.ids, cfg,
+                                                             r->prompt);
+                sched_->add(*g);
+                live_.push_back({r, std::move(g)});
+            } catch (const std::exception& e) {
+                r->error = e.what();
+                r->done = true;
+                ++counters_.failed;
+                r->cv.notify_all();
+            }
+        }
+        // Cancelled requests leave (their sequence is freed).
+        for (size_t i = 0; i < live_.size();) {
+            if (!live_[i].req->cancelled) {
+                ++i;
+                continue;
+            }
+            sched_->remove(*live_[i].gen);
+            live_[i].req->error = "cancelled";
+            live_[i].req->done = true;
+            live_[i].req->cv.notify_all();
+            live_.erase(live_.begin() + static_cast<std::ptrdiff_t>(i));
+        }
+        if (stop_) return;
+        if (live_.empty()) {
+            wake_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+            continue;
+        }
+        // One forward over every live request's window, outside the lock.
+        lock.unlock();
+        const auto t0 = std::chrono::steady_clock::now();
+        std::string error;
+        try {
+            sched_->step();
+        } catch (const std::exception& e) {
+            error = e.what();
+        }
+        const double s =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        lock.lock();
+        counters_.steps += 1;
+        counters_.busy_s += s;
+        counters_.occupancy_sum += static_cast<int64_t>(live_.size());
+        for (size_t i = 0; i < live_.size();) {
+            Live& l = live_[i];
+            if (error.empty() && l.req->on_step && !l.gen->result().steps.empty()) {
+                l.req->on_step(stable_text(l));
+            }
+            if (error.empty() && !l.gen->done()) {
+                ++i;
+                continue;
+            }
+            sched_->remove(*l.gen);
+            if (error.empty()) {
+                l.req->result = l.gen->take_result();
+                l.req->text = lm_.tok->decode(l.req->result.answer(lm_.ids), false);
+                counters_.tokens += static_cast<int64_t>(l.req->result.answer(lm_.ids).size());
+                counters_.forwards_rows += l.req->result.stats.rows;
+                ++counters_.completed;
+            } else {
+                l.req->error = error;
+                ++counters_.failed;
+            }
+            l.req->done = true;
+            l.req->cv.notify_all();
+            live_.erase(live_.begin() + static_cast<std::ptrdiff_t>(i));
+        }
+    }
+}
+
+}  // namespace llada::tools

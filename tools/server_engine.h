@@ -1,0 +1,95 @@
+// The engine behind llada-server: one thread that runs every active request's generation on
+// one session (decode::Scheduler), each step one forward over all of their windows. Requests
+// join and leave at step boundaries (continuous batching); each holds its own KV cache sequence
+// from admission to its end. Admission is first come, first served: a request waits in the
+// queue until a sequence is free, and the queue has a fixed length (full: refused).
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "decode/generator.h"
+#include "decode/scheduler.h"
+#include "tools/common.h"
+
+namespace llada::tools {
+
+struct ServerLimits {
+    int parallel = 4;    // generations decoded together (KV cache sequences)
+    int queue = 16;      // requests waiting for a free sequence (beyond: refused)
+    int max_prompt = 0;  // tokens (0: the model's context minus max_gen)
+    int max_gen = 128;   // generated positions per request
+};
+
+// One request's life: filled by the HTTP side, advanced by the engine thread.
+struct ServerRequest {
+    std::string policy;
+    decode::GenerateOptions opt;
+    std::vector<int32_t> prompt;
+    // Set by the engine (under the engine's lock); `on_step` runs on the engine thread after
+    // each of the request's steps with the committed text prefix so far.
+    std::function<void(const std::string& stable_text)> on_step;
+    bool done = false, cancelled = false;
+    std::string error;  // set instead of a result when the generation could not run
+    decode::GenerateResult result;
+    std::string text;
+    std::condition_variable cv;
+};
+
+struct ServerCounters {
+    int64_t requests = 0, completed = 0, rejected = 0, failed = 0;
+    int64_t steps = 0, forwards_rows = 0, tokens = 0;
+    int64_t occupancy_sum = 0;  // live generations summed over steps
+    double busy_s = 0.0;
+};
+
+class ServerEngine {
+  public:
+    ServerEngine(const LoadedModel& lm, runtime::Device& device, const ServerLimits& limits);
+    ~ServerEngine();
+    ServerEngine(const ServerEngine&) = delete;
+    ServerEngine& operator=(const ServerEngine&) = delete;
+
+    // Queues a request; false when the queue is full (the caller answers 503).
+    bool submit(const std::shared_ptr<ServerRequest>& r);
+    // Blocks until the request is done (or failed).
+    void wait(ServerRequest& r);
+    void cancel(const std::shared_ptr<ServerRequest>& r);
+
+    ServerCounters counters() const;
+    int queue_length() const;
+    int active() const;
+    const ServerLimits& limits() const { return limits_; }
+    int n_pos() const { return n_pos_; }
+
+  private:
+    struct Live {
+        std::shared_ptr<ServerRequest> req;
+        std::unique_ptr<decode::Generator> gen;
+        size_t stable_bytes = 0;
+    };
+    void loop();
+    std::string stable_text(const Live& l) const;
+
+    const LoadedModel& lm_;
+    ServerLimits limits_;
+    int n_pos_ = 0;
+    std::unique_ptr<model::Session> session_;
+    std::unique_ptr<decode::Scheduler> sched_;
+    mutable std::mutex mu_;
+    std::condition_variable wake_;
+    std::deque<std::shared_ptr<ServerRequest>> queue_;
+    std::vector<Live> live_;
+    ServerCounters counters_;
+    bool stop_ = false;
+    std::thread thread_;
+};
+
+}  // namespace llada::tools
