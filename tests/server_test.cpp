@@ -62,12 +62,17 @@ struct Server {
         if (f && std::fgets(line, sizeof(line), f)) std::sscanf(line, "listening %d", &port);
         if (f) fclose(f);
     }
-    ~Server() {
+    // SIGTERM; the exit status (0: a clean exit).
+    int stop() {
+        int status = -1;
         if (pid > 0) {
             kill(pid, SIGTERM);
-            waitpid(pid, nullptr, 0);
+            waitpid(pid, &status, 0);
+            pid = -1;
         }
+        return status;
     }
+    ~Server() { stop(); }
 };
 
 // The same request through the library alone.
@@ -203,4 +208,32 @@ TEST(Server, BadRequestsAreNamedAndAFullServerSays503) {
         t.join();
     EXPECT_EQ(ok + busy, 6);
     EXPECT_GE(ok, 1);
+}
+
+TEST(Server, ApiKeyTimeoutUnknownEndpointsAndACleanStop) {
+    Server s({"--api-key", "sesame", "--timeout", "0.001"});
+    ASSERT_GT(s.port, 0);
+    httplib::Client c("127.0.0.1", s.port);
+    const std::string body = json{
+        {"prompt", kPrompts[0]},
+        {"max_tokens", 32},
+        {"policy", "vanilla"},
+        {"threshold", 0.0},
+        {"steps", 32}}.dump();
+    auto r = c.Post("/v1/completions", body, "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 401);
+    EXPECT_EQ(json::parse(r->body)["error"]["type"], "authentication_error");
+    EXPECT_EQ(c.Get("/health")->status, 200);  // outside /v1/ no key is needed
+    httplib::Headers auth = {{"Authorization", "Bearer sesame"}};
+    r = c.Post("/v1/completions", auth, body, "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 408);  // 32 forwards do not fit in 1 ms
+    EXPECT_NE(json::parse(r->body)["error"]["message"].get<std::string>().find("--timeout"),
+              std::string::npos);
+    auto nf = c.Get("/v2/nothing", auth);
+    ASSERT_TRUE(nf);
+    EXPECT_EQ(nf->status, 404);
+    const int status = s.stop();
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 }

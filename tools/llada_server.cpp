@@ -6,6 +6,9 @@
 // whether it ran alone or batched with others.
 #include <httplib.h>
 
+#include <pthread.h>
+#include <signal.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -101,8 +104,17 @@ std::string new_id(const char* prefix) {
 
 int main(int argc, char** argv) {
     return tools::run_tool([&]() -> int {
+        // SIGINT / SIGTERM: blocked before any thread starts (so in every one) and taken by one
+        // that stops the server, so in-flight requests finish and the process exits cleanly.
+        sigset_t stop_signals;
+        sigemptyset(&stop_signals);
+        sigaddset(&stop_signals, SIGINT);
+        sigaddset(&stop_signals, SIGTERM);
+        pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
         std::string model_path, host = "127.0.0.1";
         int port = 8080, threads = 2, body_kib = 256;
+        double timeout_s = 600.0;
+        std::string api_key;
         tools::ServerLimits limits;
         tools::DecodeFlags dec;
         tools::DeviceFlags devf;
@@ -127,6 +139,12 @@ int main(int argc, char** argv) {
                      &limits.max_prompt, 0, 1 << 20);
         args.integer({"--max-body-kib"}, "N", "largest request body (default 256 KiB)", &body_kib,
                      1, 1 << 20);
+        args.real({"--timeout"}, "S",
+                  "a request that has not finished after S seconds is cancelled (default 600)",
+                  &timeout_s, 0.001, 1e9);
+        args.string({"--api-key"}, "KEY",
+                    "require 'Authorization: Bearer KEY' on /v1/ requests (default: none)",
+                    &api_key);
         args.integer({"-t", "--threads"}, "N", "CPU threads (default 2)", &threads, 1, 1024);
         dec.add_to(args);
         devf.add_to(args);
@@ -144,6 +162,24 @@ int main(int argc, char** argv) {
 
         httplib::Server srv;
         srv.set_payload_max_length(static_cast<size_t>(body_kib) * 1024);
+        if (!api_key.empty()) {
+            srv.set_pre_routing_handler([&](const httplib::Request& q, httplib::Response& s) {
+                if (q.path.rfind("/v1/", 0) != 0)
+                    return httplib::Server::HandlerResponse::Unhandled;
+                if (q.get_header_value("Authorization") == "Bearer " + api_key)
+                    return httplib::Server::HandlerResponse::Unhandled;
+                send_error(s, 401, "a valid 'Authorization: Bearer <key>' header is required",
+                           "authentication_error");
+                return httplib::Server::HandlerResponse::Handled;
+            });
+        }
+        srv.set_error_handler([](const httplib::Request&, httplib::Response& s) {
+            if (s.status == 413) {
+                send_error(s, 413, "the request body exceeds the server's --max-body-kib");
+            } else if (s.body.empty()) {
+                send_error(s, s.status, "no such endpoint", "not_found_error");
+            }
+        });
         srv.Get("/health", [&](const httplib::Request&, httplib::Response& res) {
             res.set_content(json{{"status", "ok"}}.dump(), "application/json");
         });
@@ -248,7 +284,14 @@ int main(int argc, char** argv) {
                     res.set_header("Retry-After", "1");
                     return send_error(res, 503, "the server's queue is full", "server_busy");
                 }
-                engine.wait(*r);
+                if (!engine.wait_for(*r, timeout_s)) {
+                    engine.cancel(r);
+                    engine.wait(*r);
+                    return send_error(res, 408,
+                                      "the request did not finish within the server's "
+                                      "--timeout",
+                                      "timeout_error");
+                }
                 if (!r->error.empty()) return send_error(res, 400, r->error);
                 const int64_t completion = static_cast<int64_t>(r->result.answer(lm.ids).size());
                 json choice = {{"index", 0}, {"finish_reason", "stop"}};
@@ -351,7 +394,17 @@ int main(int argc, char** argv) {
                      model_name.c_str(), host.c_str(), bound, dec.policy.c_str(), limits.parallel);
         std::printf("listening %d\n", bound);
         std::fflush(stdout);
+        std::thread stopper([&] {
+            int sig = 0;
+            sigwait(&stop_signals, &sig);
+            std::fprintf(stderr, "llada-server: signal %d, stopping\n", sig);
+            srv.stop();
+        });
         srv.listen_after_bind();
+        if (stopper.joinable()) {
+            pthread_kill(stopper.native_handle(), SIGTERM);  // if the server stopped by itself
+            stopper.join();
+        }
         return 0;
     });
 }

@@ -57,6 +57,11 @@ void ServerEngine::wait(ServerRequest& r) {
     r.cv.wait(lock, [&] { return r.done; });
 }
 
+bool ServerEngine::wait_for(ServerRequest& r, double seconds) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return r.cv.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return r.done; });
+}
+
 void ServerEngine::cancel(const std::shared_ptr<ServerRequest>& r) {
     std::lock_guard<std::mutex> lock(mu_);
     r->cancelled = true;

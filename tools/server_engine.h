@@ -61,6 +61,8 @@ class ServerEngine {
     bool submit(const std::shared_ptr<ServerRequest>& r);
     // Blocks until the request is done (or failed).
     void wait(ServerRequest& r);
+    // The same for at most `seconds`; false if it is not done by then.
+    bool wait_for(ServerRequest& r, double seconds);
     void cancel(const std::shared_ptr<ServerRequest>& r);
 
     ServerCounters counters() const;
