@@ -162,6 +162,10 @@ int main(int argc, char** argv) {
 
         httplib::Server srv;
         srv.set_payload_max_length(static_cast<size_t>(body_kib) * 1024);
+        // Every admitted or queued request holds an HTTP worker while it waits: enough workers
+        // for all of them, plus a few for /health and /metrics.
+        const size_t workers = static_cast<size_t>(limits.parallel + limits.queue + 4);
+        srv.new_task_queue = [workers] { return new httplib::ThreadPool(workers); };
         if (!api_key.empty()) {
             srv.set_pre_routing_handler([&](const httplib::Request& q, httplib::Response& s) {
                 if (q.path.rfind("/v1/", 0) != 0)
