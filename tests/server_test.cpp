@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -163,6 +164,31 @@ TEST(Server, StreamDeltasAddUpToTheTextAndEndInDone) {
     EXPECT_EQ(last, "[DONE]");
     EXPECT_GT(chunks, 2);  // the text arrived over several steps
     EXPECT_EQ(text, alone(kPrompts[2], 0, 0.0));
+    EXPECT_EQ(r->body.find("event: llada.step"), std::string::npos);  // not asked for
+    // Opt-in diffusion events: one per step, named, each position's text and state; at the
+    // end every generated position is stable.
+    auto e = c.Post("/v1/completions",
+                    json{{"prompt", kPrompts[2]},
+                         {"max_tokens", 32},
+                         {"stream", true},
+                         {"diffusion_events", true}}
+                        .dump(),
+                    "application/json");
+    ASSERT_TRUE(e);
+    std::map<int, std::string> state;
+    int events = 0;
+    for (size_t at = 0;
+         (at = e->body.find("event: llada.step\ndata: ", at)) != std::string::npos;) {
+        at += 24;
+        const json ev = json::parse(e->body.substr(at, e->body.find("\n\n", at) - at));
+        EXPECT_EQ(ev["step"].get<int>(), ++events);
+        for (const auto& ch : ev["changes"])
+            state[ch["i"].get<int>()] = ch["state"];
+    }
+    EXPECT_GT(events, 2);
+    EXPECT_EQ(state.size(), 32u);
+    for (const auto& [i, s] : state)
+        EXPECT_EQ(s, "stable") << i;
 }
 
 TEST(Server, BadRequestsAreNamedAndAFullServerSays503) {

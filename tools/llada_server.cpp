@@ -40,10 +40,26 @@ struct Parsed {
 
 Parsed parse_options(const json& body, const tools::DecodeFlags& defaults,
                      const tools::ServerLimits& limits, const std::vector<std::string>& extra) {
-    static const std::vector<std::string> known = {
-        "model", "prompt", "messages", "max_tokens",        "temperature",     "seed",   "stream",
-        "steps", "block",  "policy",   "threshold",         "lookahead",       "revise", "n",
-        "top_p", "user",   "stop",     "frequency_penalty", "presence_penalty"};
+    static const std::vector<std::string> known = {"model",
+                                                   "prompt",
+                                                   "messages",
+                                                   "max_tokens",
+                                                   "temperature",
+                                                   "seed",
+                                                   "stream",
+                                                   "steps",
+                                                   "block",
+                                                   "policy",
+                                                   "threshold",
+                                                   "lookahead",
+                                                   "revise",
+                                                   "n",
+                                                   "top_p",
+                                                   "user",
+                                                   "stop",
+                                                   "frequency_penalty",
+                                                   "presence_penalty",
+                                                   "diffusion_events"};
     if (!body.is_object()) throw Error("the request body must be a JSON object");
     for (const auto& [k, v] : body.items()) {
         if (std::find(known.begin(), known.end(), k) == known.end() &&
@@ -341,6 +357,15 @@ int main(int argc, char** argv) {
                 }
                 st->cv.notify_all();
             };
+            // Opt-in: each step's changed positions as named SSE events ("llada.step"), which
+            // OpenAI's clients skip (they read unnamed events).
+            if (body.value("diffusion_events", false)) {
+                r->on_event = [st](const std::string& e) {
+                    std::lock_guard<std::mutex> lock(st->mu);
+                    st->events.push_back("event: llada.step\ndata: " + e + "\n\n");
+                    st->cv.notify_all();
+                };
+            }
             if (!engine.submit(r)) {
                 res.set_header("Retry-After", "1");
                 return send_error(res, 503, "the server's queue is full", "server_busy");

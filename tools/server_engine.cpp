@@ -101,6 +101,31 @@ std::string ServerEngine::stable_text(const Live& l) const {
     return lm_.tok->decode(ids, false);
 }
 
+std::string ServerEngine::step_event(Live& l) const {
+    const auto& g = *l.gen;
+    const auto& x = g.result().canvas;
+    const auto st = g.states();
+    const auto drafts = g.drafts();
+    const size_t P = static_cast<size_t>(g.result().prompt_len);
+    if (l.last_tokens.empty()) {
+        l.last_tokens.assign(x.size(), -2);
+        l.last_states.assign(x.size(), decode::TokenState::Masked);
+    }
+    nlohmann::json changes = nlohmann::json::array();
+    for (size_t p = P; p < x.size(); ++p) {
+        const int32_t shown = st[p] == decode::TokenState::Draft ? drafts[p] : x[p];
+        if (shown == l.last_tokens[p] && st[p] == l.last_states[p]) continue;
+        l.last_tokens[p] = shown;
+        l.last_states[p] = st[p];
+        const bool masked = st[p] == decode::TokenState::Masked;
+        changes.push_back({{"i", p - P},
+                           {"text", masked || shown < 0 ? "" : lm_.tok->decode({shown}, false)},
+                           {"state", decode::token_state_name(st[p])}});
+    }
+    return nlohmann::json{{"step", g.result().steps.size()}, {"changes", changes}}.dump(
+        -1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 void ServerEngine::loop() {
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
@@ -161,6 +186,9 @@ void ServerEngine::loop() {
         counters_.occupancy_sum += static_cast<int64_t>(live_.size());
         for (size_t i = 0; i < live_.size();) {
             Live& l = live_[i];
+            if (error.empty() && l.req->on_event && !l.gen->result().steps.empty()) {
+                l.req->on_event(step_event(l));
+            }
             if (error.empty() && l.req->on_step && !l.gen->result().steps.empty()) {
                 l.req->on_step(stable_text(l));
             }

@@ -36,6 +36,9 @@ struct ServerRequest {
     // Set by the engine (under the engine's lock); `on_step` runs on the engine thread after
     // each of the request's steps with the committed text prefix so far.
     std::function<void(const std::string& stable_text)> on_step;
+    // Opt-in diffusion events: after each step, the positions whose token or state changed, as
+    // one JSON object {"step", "changes": [{"i", "text", "state"}]} (i: generated position).
+    std::function<void(const std::string& event_json)> on_event;
     bool done = false, cancelled = false;
     std::string error;  // set instead of a result when the generation could not run
     decode::GenerateResult result;
@@ -76,7 +79,10 @@ class ServerEngine {
         std::shared_ptr<ServerRequest> req;
         std::unique_ptr<decode::Generator> gen;
         size_t stable_bytes = 0;
+        std::vector<int32_t> last_tokens;  // what the last event showed
+        std::vector<decode::TokenState> last_states;
     };
+    std::string step_event(Live& l) const;
     void loop();
     std::string stable_text(const Live& l) const;
 
