@@ -1,18 +1,21 @@
 #!/bin/sh
 # Installs the Debian packages that llada.cpp needs to build and test (idempotent).
-# Usage: scripts/install-deps.sh [--train] [--bench]
+# Usage: scripts/install-deps.sh [--train] [--bench] [--web]
 #   --train  also installs what train/ needs (PyTorch, NumPy, OpenBLAS); a normal build needs none of it.
 #   --bench  also installs what bench/'s figures need (matplotlib).
+#   --web    also installs the browser test's Chromium, ChromeDriver and Selenium.
 # Nothing is downloaded from anywhere but Debian's package archive.
 set -eu
 
 train=0
 bench=0
+web=0
 for arg in "$@"; do
     case "$arg" in
         --train) train=1 ;;
         --bench) bench=1 ;;
-        *) echo "install-deps.sh: unknown option '$arg' (expected --train or --bench)" >&2; exit 2 ;;
+        --web) web=1 ;;
+        *) echo "install-deps.sh: unknown option '$arg' (expected --train, --bench or --web)" >&2; exit 2 ;;
     esac
 done
 
@@ -20,6 +23,9 @@ sudo=""
 if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
 
 pkgs="build-essential cmake pkg-config libhwy-dev libpcre2-dev libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcpp-httplib-dev clang-format python3"
+if [ "$web" -eq 1 ]; then
+    pkgs="$pkgs chromium chromium-driver python3-selenium"
+fi
 if [ "$bench" -eq 1 ]; then
     pkgs="$pkgs python3-matplotlib"
 fi

@@ -130,7 +130,7 @@ int main(int argc, char** argv) {
         std::string model_path, host = "127.0.0.1";
         int port = 8080, threads = 2, body_kib = 256;
         double timeout_s = 600.0;
-        std::string api_key;
+        std::string api_key, web_dir;
         tools::ServerLimits limits;
         tools::DecodeFlags dec;
         tools::DeviceFlags devf;
@@ -158,6 +158,10 @@ int main(int argc, char** argv) {
         args.real({"--timeout"}, "S",
                   "a request that has not finished after S seconds is cancelled (default 600)",
                   &timeout_s, 0.001, 1e9);
+        args.string({"--web"}, "DIR",
+                    "serve the page at / from DIR (default: the source tree's web/; 'none': no "
+                    "page)",
+                    &web_dir);
         args.string({"--api-key"}, "KEY",
                     "require 'Authorization: Bearer KEY' on /v1/ requests (default: none)",
                     &api_key);
@@ -412,6 +416,13 @@ int main(int argc, char** argv) {
                  [&](const httplib::Request& q, httplib::Response& s) { handle(q, s, false); });
         srv.Post("/v1/chat/completions",
                  [&](const httplib::Request& q, httplib::Response& s) { handle(q, s, true); });
+        if (web_dir.empty()) web_dir = LLADA_SOURCE_WEB_DIR;
+        if (web_dir != "none") {
+            if (!std::filesystem::is_regular_file(std::filesystem::path(web_dir) / "index.html"))
+                throw Error("--web: no index.html in '" + web_dir +
+                            "' (give --web none to serve no page)");
+            srv.set_mount_point("/", web_dir);
+        }
         int bound = port;
         if (port == 0) {
             bound = srv.bind_to_any_port(host);
