@@ -263,3 +263,38 @@ TEST(Server, ApiKeyTimeoutUnknownEndpointsAndACleanStop) {
     const int status = s.stop();
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 }
+
+// A client that goes away mid-stream cancels its request: with one sequence and no queue, a
+// later request is served (not refused) once the server has noticed.
+TEST(Server, ADisconnectedStreamFreesItsSlot) {
+    Server s({"--parallel", "1", "--queue", "0"});
+    ASSERT_GT(s.port, 0);
+    const std::string slow =
+        json{{"prompt", kPrompts[0]},   {"max_tokens", 32}, {"policy", "vanilla"},
+             {"threshold", 0.0},        {"steps", 32},      {"stream", true},
+             {"diffusion_events", true}}
+            .dump();
+    {
+        httplib::Client c("127.0.0.1", s.port);
+        int chunks = 0;
+        httplib::Request req;
+        req.method = "POST";
+        req.path = "/v1/completions";
+        req.body = slow;
+        req.set_header("Content-Type", "application/json");
+        req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
+            return ++chunks < 2;  // hang up after the first chunk
+        };
+        c.send(req);
+        EXPECT_GE(chunks, 1);
+    }
+    httplib::Client c("127.0.0.1", s.port);
+    int status = 0;
+    for (int attempt = 0; attempt < 100 && status != 200; ++attempt) {
+        auto r = c.Post("/v1/completions", json{{"prompt", kPrompts[1]}, {"max_tokens", 32}}.dump(),
+                        "application/json");
+        status = r ? r->status : 0;
+        if (status != 200) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_EQ(status, 200);
+}

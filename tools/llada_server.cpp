@@ -398,17 +398,24 @@ int main(int argc, char** argv) {
             res.set_header("Cache-Control", "no-cache");
             res.set_chunked_content_provider(
                 "text/event-stream", [st, r, &engine](size_t, httplib::DataSink& sink) {
-                    std::unique_lock<std::mutex> lock(st->mu);
-                    st->cv.wait(lock, [&] { return !st->events.empty() || st->finished; });
-                    while (!st->events.empty()) {
-                        const std::string e = std::move(st->events.front());
-                        st->events.pop_front();
+                    // The events are taken under the stream's lock and written without it: the
+                    // engine thread takes that lock (holding its own) to add events, so a
+                    // cancel from here must not hold it.
+                    std::deque<std::string> out;
+                    bool finished = false;
+                    {
+                        std::unique_lock<std::mutex> lock(st->mu);
+                        st->cv.wait(lock, [&] { return !st->events.empty() || st->finished; });
+                        out.swap(st->events);
+                        finished = st->finished;
+                    }
+                    for (const std::string& e : out) {
                         if (!sink.write(e.data(), e.size())) {
-                            engine.cancel(r);
+                            engine.cancel(r);  // the client went away: free its sequence
                             return false;
                         }
                     }
-                    if (st->finished) sink.done();
+                    if (finished) sink.done();
                     return true;
                 });
         };
