@@ -3,7 +3,9 @@
 # Usage: scripts/install-deps.sh [--train] [--bench] [--web]
 #   --train  also installs what train/ needs (PyTorch, NumPy, OpenBLAS); a normal build needs none of it.
 #   --bench  also installs what bench/'s figures need (matplotlib).
-#   --web    also installs the browser test's Chromium, ChromeDriver and Selenium.
+#   --web    also installs the browser test's Chromium, ChromeDriver and Selenium, and (when npm is
+#            on the machine) OpenAI's official `openai` client from the npm registry into
+#            ~/.cache/llada.cpp/npm for the server's client test.
 # Nothing is downloaded from anywhere but Debian's package archive.
 set -eu
 
@@ -36,3 +38,6 @@ fi
 
 $sudo apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $pkgs
+if [ "$web" -eq 1 ] && command -v npm > /dev/null 2>&1; then
+    npm install --silent --no-audit --no-fund --prefix "${HOME:-/root}/.cache/llada.cpp/npm" openai@4 > /dev/null
+fi

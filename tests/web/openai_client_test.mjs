@@ -1,0 +1,54 @@
+// llada-server through OpenAI's official Node client (npm's `openai`, installed by
+// scripts/install-deps.sh --web into ~/.cache/llada.cpp/npm): a completion and a streamed
+// completion give the same text as a plain HTTP request for the same seed, and usage is filled.
+// Exits 77 (skipped) with a message when the client is not installed.
+//
+//     node tests/web/openai_client_test.mjs BIN_DIR MODEL
+import { spawn } from "node:child_process";
+import { existsSync } from "node:fs";
+import { homedir } from "node:os";
+import path from "node:path";
+
+const [binDir, model] = process.argv.slice(2);
+const pkg = path.join(process.env.LLADA_NPM_DIR || path.join(homedir(), ".cache/llada.cpp/npm"),
+                      "node_modules/openai/index.mjs");
+if (!existsSync(pkg)) {
+  console.log(`skipped: the openai npm client is not installed (${pkg}; scripts/install-deps.sh --web)`);
+  process.exit(77);
+}
+const { default: OpenAI } = await import(pkg);
+const srv = spawn(path.join(binDir, "llada-server"),
+                  ["-m", model, "--port", "0", "-t", "1", "--max-gen", "32", "--block", "8"],
+                  { stdio: ["ignore", "pipe", "ignore"] });
+const port = await new Promise((resolve) => {
+  srv.stdout.on("data", (d) => { const m = /listening (\d+)/.exec(String(d)); if (m) resolve(Number(m[1])); });
+});
+let ok = true;
+const fail = (msg) => { console.log("FAIL: " + msg); ok = false; };
+try {
+  const base = `http://127.0.0.1:${port}`;
+  const prompt = "sort 56 44 46 59 52 58:";
+  const plain = await (await fetch(base + "/v1/completions", {
+    method: "POST", headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ prompt, max_tokens: 32, seed: 4, temperature: 1.0 }),
+  })).json();
+  const want = plain.choices[0].text;
+  const client = new OpenAI({ baseURL: base + "/v1", apiKey: "unused" });
+  const c = await client.completions.create({ model: "tiny-llada-m", prompt, max_tokens: 32, seed: 4, temperature: 1.0 });
+  if (c.choices[0].text !== want) fail(`client text ${JSON.stringify(c.choices[0].text)} != ${JSON.stringify(want)}`);
+  if (!(c.usage && c.usage.total_tokens === c.usage.prompt_tokens + c.usage.completion_tokens)) fail("usage");
+  const stream = await client.completions.create({ model: "tiny-llada-m", prompt, max_tokens: 32, seed: 4,
+                                                   temperature: 1.0, stream: true });
+  let text = "", chunks = 0;
+  for await (const ch of stream) { text += ch.choices[0].text || ""; ++chunks; }
+  if (text !== want) fail(`streamed text ${JSON.stringify(text)} != ${JSON.stringify(want)}`);
+  if (chunks < 2) fail(`only ${chunks} chunks`);
+  const models = await client.models.list();
+  if (!models.data.some((m) => m.id === "tiny-llada-m")) fail("models.list");
+  console.log((ok ? "ok" : "failed") + `: ${JSON.stringify(want)} in ${chunks} chunks`);
+} catch (e) {
+  fail(String(e));
+} finally {
+  srv.kill("SIGTERM");
+}
+process.exit(ok ? 0 : 1);
