@@ -122,8 +122,13 @@ std::string ServerEngine::step_event(Live& l) const {
                            {"text", masked || shown < 0 ? "" : lm_.tok->decode({shown}, false)},
                            {"state", decode::token_state_name(st[p])}});
     }
-    return nlohmann::json{{"step", g.result().steps.size()}, {"changes", changes}}.dump(
-        -1, ' ', false, nlohmann::json::error_handler_t::replace);
+    const decode::StepInfo& s = g.last_step();
+    return nlohmann::json{
+        {"step", g.result().steps.size()},      {"changes", changes},
+        {"nfe", g.result().stats.forwards},     {"committed", s.committed},
+        {"drafts_accepted", s.drafts_accepted}, {"drafts_rejected", s.drafts_rejected},
+        {"revised", s.revised + s.remasked},    {"rows", s.rows}}
+        .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 void ServerEngine::loop() {

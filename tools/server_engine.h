@@ -37,7 +37,8 @@ struct ServerRequest {
     // each of the request's steps with the committed text prefix so far.
     std::function<void(const std::string& stable_text)> on_step;
     // Opt-in diffusion events: after each step, the positions whose token or state changed, as
-    // one JSON object {"step", "changes": [{"i", "text", "state"}]} (i: generated position).
+    // one JSON object {"step", "changes": [{"i", "text", "state"}], "nfe", "committed",
+    // "drafts_accepted", "drafts_rejected", "revised", "rows"} (i: generated position).
     std::function<void(const std::string& event_json)> on_event;
     bool done = false, cancelled = false;
     std::string error;  // set instead of a result when the generation could not run

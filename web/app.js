@@ -20,7 +20,13 @@ function draw(k) {
   $("stepno").textContent = `step ${k + 1} / ${frames.length}`;
 }
 
+let totals = { drafts: 0, rejected: 0, revised: 0, nfe: 0 };
+
 function onEvent(ev) {
+  totals.drafts += ev.drafts_accepted || 0;
+  totals.rejected += ev.drafts_rejected || 0;
+  totals.revised += ev.revised || 0;
+  totals.nfe = ev.nfe || totals.nfe;
   const prev = frames.length ? frames[frames.length - 1] : [];
   const f = prev.map((c) => ({ text: c.text, state: c.state, changed: false }));
   for (const ch of ev.changes) {
@@ -35,6 +41,7 @@ function onEvent(ev) {
 async function generate(e) {
   e.preventDefault();
   frames = [];
+  totals = { drafts: 0, rejected: 0, revised: 0, nfe: 0 };
   $("text").textContent = "";
   $("stats").textContent = "";
   const body = {
@@ -82,8 +89,9 @@ async function generate(e) {
   const ms = performance.now() - t0;
   $("text").textContent = text;
   $("stats").textContent =
-    `steps ${frames.length}   wall ${ms.toFixed(1)} ms   ` +
-    `${(text.length / (ms / 1000)).toFixed(0)} chars/s   policy ${body.policy}`;
+    `steps ${frames.length}   NFE ${totals.nfe}   wall ${ms.toFixed(1)} ms   ` +
+    `${(text.length / (ms / 1000)).toFixed(0)} chars/s   drafts accepted ${totals.drafts} ` +
+    `(rejected ${totals.rejected})   revisions ${totals.revised}   policy ${body.policy}`;
   const li = document.createElement("li");
   li.textContent = `${body.prompt} -> ${text}`;
   $("history").appendChild(li);

@@ -55,6 +55,7 @@ def main():
             d.find_element(By.ID, "go").click()
             WebDriverWait(d, 30).until(lambda x: x.execute_script("return document.body.dataset.done") == "1")
             got = d.find_element(By.ID, "text").text
+            stats = d.find_element(By.ID, "stats").text
             cells = d.find_elements(By.CSS_SELECTOR, "#canvas span")
             stable = d.find_elements(By.CSS_SELECTOR, "#canvas span.stable")
             steps = int(d.find_element(By.ID, "scrub").get_attribute("max")) + 1
@@ -69,6 +70,9 @@ def main():
             ok = False
         if len(cells) != 32 or len(stable) != 32:
             print(f"FAIL: the final canvas has {len(cells)} cells, {len(stable)} stable (want 32, 32)")
+            ok = False
+        if "NFE" not in stats or "drafts accepted" not in stats or "revisions" not in stats:
+            print(f"FAIL: the stats panel reads {stats!r}")
             ok = False
         if steps < 2 or replayed != f"step {steps - 1} / {steps}":
             print(f"FAIL: replay: {steps} steps recorded, after one step back it shows {replayed!r}")
