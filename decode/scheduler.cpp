@@ -20,7 +20,7 @@ void Scheduler::Rows::clear() {
     own_key.clear();
     out_rows.clear();
     gumbel.clear();
-    any_gumbel = false;
+    any_gumbel = any_own_key = false;
 }
 
 void Scheduler::Rows::reserve(size_t n) {
@@ -46,6 +46,7 @@ void Scheduler::Rows::add(const RowRequest& r, int32_t cache_seq, const kernels:
     slot.push_back(r.slot);
     exclude.push_back(r.exclude);
     own_key.push_back(r.own_key ? 1 : 0);
+    any_own_key = any_own_key || r.own_key;
 }
 
 runtime::Batch Scheduler::Rows::batch(const int32_t* kv_len) const {
@@ -58,9 +59,7 @@ runtime::Batch Scheduler::Rows::batch(const int32_t* kv_len) const {
             kv_len,
             slot.data(),
             exclude.data(),
-            std::any_of(own_key.begin(), own_key.end(), [](int32_t k) { return k != 0; })
-                ? own_key.data()
-                : nullptr,
+            any_own_key ? own_key.data() : nullptr,
             any_gumbel ? gumbel.data() : nullptr};
 }
 

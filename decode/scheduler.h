@@ -53,7 +53,7 @@ class Scheduler {
     struct Rows {
         std::vector<int32_t> tokens, pos, seq, slot, exclude, own_key, out_rows;
         std::vector<kernels::GumbelRow> gumbel;  // per output row (when any row samples)
-        bool any_gumbel = false;
+        bool any_gumbel = false, any_own_key = false;
         void clear();
         void reserve(size_t n);
         void add(const RowRequest& r, int32_t seq, const kernels::GumbelRow* g);

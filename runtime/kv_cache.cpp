@@ -49,25 +49,30 @@ int KvCache::n_free() const {
     return n;
 }
 
+// Slot `pos` of sequence `from_seq` of `src` to the same slot of `to_seq` here (src may be *this).
+size_t KvCache::copy(const KvCache& src, int from_seq, int to_seq, int pos) {
+    const size_t n = static_cast<size_t>(head_dim_);
+    for (int l = 0; l < n_layer_; ++l) {
+        for (int h = 0; h < n_kv_head_; ++h) {
+            const size_t i = src.index(l, from_seq, h, pos), j = index(l, to_seq, h, pos);
+            if (f16_) {
+                std::copy_n(src.k16_.data() + i, n, k16_.data() + j);
+                std::copy_n(src.v16_.data() + i, n, v16_.data() + j);
+            } else {
+                std::copy_n(src.k_.data() + i, n, k_.data() + j);
+                std::copy_n(src.v_.data() + i, n, v_.data() + j);
+            }
+        }
+    }
+    return slot_bytes();
+}
+
 size_t KvCache::copy_slot(int from, int to, int pos) {
     if (from < 0 || from >= n_seq_ || to < 0 || to >= n_seq_ || pos < 0 || pos >= n_pos_) {
         throw Error("KV cache copy of slot " + std::to_string(pos) + " from sequence " +
                     std::to_string(from) + " to " + std::to_string(to) + " outside the cache");
     }
-    const size_t n = static_cast<size_t>(head_dim_);
-    for (int l = 0; l < n_layer_; ++l) {
-        for (int h = 0; h < n_kv_head_; ++h) {
-            const size_t i = index(l, from, h, pos), j = index(l, to, h, pos);
-            if (f16_) {
-                std::copy_n(k16_.data() + i, n, k16_.data() + j);
-                std::copy_n(v16_.data() + i, n, v16_.data() + j);
-            } else {
-                std::copy_n(k_.data() + i, n, k_.data() + j);
-                std::copy_n(v_.data() + i, n, v_.data() + j);
-            }
-        }
-    }
-    return slot_bytes();
+    return copy(*this, from, to, pos);
 }
 
 size_t KvCache::copy_slot_from(const KvCache& other, int seq, int pos) {
@@ -79,20 +84,7 @@ size_t KvCache::copy_slot_from(const KvCache& other, int seq, int pos) {
         throw Error("KV cache copy of slot (" + std::to_string(seq) + ", " + std::to_string(pos) +
                     ") outside the cache");
     }
-    const size_t n = static_cast<size_t>(head_dim_);
-    for (int l = 0; l < n_layer_; ++l) {
-        for (int h = 0; h < n_kv_head_; ++h) {
-            const size_t i = index(l, seq, h, pos), j = other.index(l, seq, h, pos);
-            if (f16_) {
-                std::copy_n(other.k16_.data() + j, n, k16_.data() + i);
-                std::copy_n(other.v16_.data() + j, n, v16_.data() + i);
-            } else {
-                std::copy_n(other.k_.data() + j, n, k_.data() + i);
-                std::copy_n(other.v_.data() + j, n, v_.data() + i);
-            }
-        }
-    }
-    return slot_bytes();
+    return copy(other, seq, seq, pos);
 }
 
 }  // namespace llada::runtime

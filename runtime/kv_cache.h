@@ -86,6 +86,7 @@ class KvCache {
     }
 
   private:
+    size_t copy(const KvCache& src, int from_seq, int to_seq, int pos);
     size_t index(int layer, int seq, int head, int pos) const {
         return (((static_cast<size_t>(layer) * n_seq_ + seq) * n_kv_head_ + head) * n_pos_ + pos) *
                static_cast<size_t>(head_dim_);

@@ -237,16 +237,7 @@ void DecodeFlags::finish(const ArgTable& args, const model::Model& model) {
             throw Error(std::string(f) + " applies to --policy mbsd, not " + policy);
         }
     }
-    if (lookahead == "auto") {
-        opt.lookahead = -1;
-    } else {
-        char* end = nullptr;
-        const long v = std::strtol(lookahead.c_str(), &end, 10);
-        if (lookahead.empty() || *end != '\0' || v < 0 || v > (1 << 20)) {
-            throw Error("--lookahead must be 'auto' or a row count >= 0, got '" + lookahead + "'");
-        }
-        opt.lookahead = static_cast<int>(v);
-    }
+    opt.lookahead = parse_auto_count("--lookahead", lookahead, 0, 1 << 20, "a row count >= 0");
     if (draft_input == "mask") {
         opt.draft_input = decode::DraftInput::Mask;
     } else if (draft_input == "token") {
@@ -277,32 +268,25 @@ void DecodeFlags::finish(const ArgTable& args, const model::Model& model) {
         throw Error("--revise-context must be fresh or snapshot, got '" + revise_context + "'");
     }
     opt.revise.fresh_context = revise_context == "fresh";
-    if (tts_arg == "auto") {
-        tts = -1;
-    } else if (!tts_arg.empty()) {
-        char* end = nullptr;
-        const long v = std::strtol(tts_arg.c_str(), &end, 10);
-        if (*end != '\0' || v < 1 || v > 4096)
-            throw Error("--tts must be 'auto' or a count in [1, 4096], got '" + tts_arg + "'");
-        tts = static_cast<int>(v);
-    }
+    if (!tts_arg.empty()) tts = parse_auto_count("--tts", tts_arg, 1, 4096, "a count in [1, 4096]");
     if (args.given("--select") && tts == 0) throw Error("--select applies to --tts N");
     if (select != "vote" && select != "confidence")
         throw Error("--select must be vote or confidence, got '" + select + "'");
     if (tts < 0 && policy == "ar") {
         throw Error("--tts auto sizes diffusion windows; give --tts N with --policy ar");
     }
-    if (revise_rows == "auto") {
-        opt.revise.rows = -1;
-    } else {
-        char* end = nullptr;
-        const long v = std::strtol(revise_rows.c_str(), &end, 10);
-        if (revise_rows.empty() || *end != '\0' || v < 0 || v > (1 << 20)) {
-            throw Error("--revise-rows must be 'auto' or a row count >= 0, got '" + revise_rows +
-                        "'");
-        }
-        opt.revise.rows = static_cast<int>(v);
+    opt.revise.rows =
+        parse_auto_count("--revise-rows", revise_rows, 0, 1 << 20, "a row count >= 0");
+}
+
+int parse_auto_count(const char* flag, const std::string& value, int lo, int hi, const char* what) {
+    if (value == "auto") return -1;
+    char* end = nullptr;
+    const long v = std::strtol(value.c_str(), &end, 10);
+    if (value.empty() || *end != '\0' || v < lo || v > hi) {
+        throw Error(std::string(flag) + " must be 'auto' or " + what + ", got '" + value + "'");
     }
+    return static_cast<int>(v);
 }
 
 void DecodeFlags::set_calibration_file(const std::string& model_path, int threads) {

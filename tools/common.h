@@ -64,6 +64,10 @@ struct DecodeFlags {
     // $LLADA_CACHE_DIR, else $XDG_CACHE_HOME/llada.cpp, else ~/.cache/llada.cpp ("" if none).
     void set_calibration_file(const std::string& model_path, int threads);
 };
+// The value of an "auto|N" flag: -1 for "auto", else N in [lo, hi]; throws llada::Error
+// "FLAG must be 'auto' or WHAT, got 'VALUE'" otherwise.
+int parse_auto_count(const char* flag, const std::string& value, int lo, int hi, const char* what);
+
 // The per-step record of a generation as JSON (llada-cli --json, llada-eval --out).
 nlohmann::json step_json(const decode::StepInfo& s);
 // Progressive revision's counters of a generation (llada-cli --json, llada-eval).

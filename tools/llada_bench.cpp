@@ -785,16 +785,8 @@ int main(int argc, char** argv) {
         AblationTraces traces{
             load_traces(replay_path, ablation ? 0 : -1), load_traces(replay_need_path, 1),
             load_traces(replay_threshold_path, 1), load_traces(replay_revise_path, 1)};
-        if (revise_rows == "auto") {
-            traces.revise_rows = -1;
-        } else {
-            char* end = nullptr;
-            const long v = std::strtol(revise_rows.c_str(), &end, 10);
-            if (revise_rows.empty() || *end != '\0' || v < 0 || v > (1 << 20))
-                throw Error("--revise-rows must be 'auto' or a row count >= 0, got '" +
-                            revise_rows + "'");
-            traces.revise_rows = static_cast<int>(v);
-        }
+        traces.revise_rows =
+            tools::parse_auto_count("--revise-rows", revise_rows, 0, 1 << 20, "a row count >= 0");
         if (revise_context != "fresh" && revise_context != "snapshot")
             throw Error("--revise-context must be fresh or snapshot, got '" + revise_context + "'");
         traces.revise_fresh = revise_context == "fresh";
