@@ -834,18 +834,13 @@ void Generator::stabilise(StepInfo& info) {
 // Counts each revision against the final canvas.
 void Generator::finish_revision() {
     auto& rv = res_.revision;
-    for (const RevisionEvent& e : res_.revision_events) {
-        const int32_t fin = res_.canvas[e.pos];
-        if (e.to == ids_.mask) {
-            ++(e.from == fin ? rv.remasks_of_right : rv.remasks_of_wrong);
-        } else if (e.from == fin) {
-            ++rv.right_to_wrong;
-        } else if (e.to == fin) {
-            ++rv.wrong_to_right;
-        } else {
-            ++rv.wrong_to_wrong;
-        }
-    }
+    const auto s = split_revisions(
+        res_.revision_events, P_, std::span<const int32_t>(res_.canvas).subspan(P_), -1, ids_.mask);
+    rv.right_to_wrong = s.right_to_wrong;
+    rv.wrong_to_right = s.wrong_to_right;
+    rv.wrong_to_wrong = s.wrong_to_wrong;
+    rv.remasks_of_right = s.remasks_of_right;
+    rv.remasks_of_wrong = s.remasks_of_wrong;
 }
 
 void Generator::record_cost(int64_t device_rows, double ms) {

@@ -73,4 +73,31 @@ std::vector<int> num_transfer_tokens(int masked, int steps) {
     return n;
 }
 
+void RevisionSplit::add(const RevisionSplit& o) {
+    right_to_wrong += o.right_to_wrong;
+    wrong_to_right += o.wrong_to_right;
+    wrong_to_wrong += o.wrong_to_wrong;
+    remasks_of_right += o.remasks_of_right;
+    remasks_of_wrong += o.remasks_of_wrong;
+}
+
+RevisionSplit split_revisions(std::span<const RevisionEvent> events, int prompt_len,
+                              std::span<const int32_t> reference, int32_t beyond, int32_t mask) {
+    RevisionSplit g;
+    for (const RevisionEvent& e : events) {
+        const size_t i = static_cast<size_t>(e.pos - prompt_len);
+        const int32_t want = i < reference.size() ? reference[i] : beyond;
+        if (e.to == mask) {
+            ++(e.from == want ? g.remasks_of_right : g.remasks_of_wrong);
+        } else if (e.from == want) {
+            ++g.right_to_wrong;
+        } else if (e.to == want) {
+            ++g.wrong_to_right;
+        } else {
+            ++g.wrong_to_wrong;
+        }
+    }
+    return g;
+}
+
 }  // namespace llada::decode

@@ -176,6 +176,18 @@ struct RevisionEvent {
     int32_t pos = 0, from = 0, to = 0, step = 0;
 };
 
+// How a generation's revisions stand against a reference: reference[i] is the token expected at
+// generated position i (`beyond` past its end). A replacement turned the expected token into
+// another (right_to_wrong), another into it (wrong_to_right), or neither; a remask took away the
+// expected token or a wrong one.
+struct RevisionSplit {
+    int64_t right_to_wrong = 0, wrong_to_right = 0, wrong_to_wrong = 0;
+    int64_t remasks_of_right = 0, remasks_of_wrong = 0;
+    void add(const RevisionSplit& o);
+};
+RevisionSplit split_revisions(std::span<const RevisionEvent> events, int prompt_len,
+                              std::span<const int32_t> reference, int32_t beyond, int32_t mask);
+
 struct GenerateResult {
     std::vector<int32_t> canvas;  // prompt + generated positions
     int prompt_len = 0;

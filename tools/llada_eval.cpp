@@ -22,43 +22,20 @@ namespace {
 // Revisions against the expected answer (its tokens, then end-of-text): a replacement that
 // turned the expected token into another (right_to_wrong) or another into it (wrong_to_right),
 // and remasks of an expected token or of a wrong one.
-struct GoldRevisions {
-    int64_t right_to_wrong = 0, wrong_to_right = 0, wrong_to_wrong = 0;
-    int64_t remasks_of_right = 0, remasks_of_wrong = 0;
-    void add(const GoldRevisions& o) {
-        right_to_wrong += o.right_to_wrong;
-        wrong_to_right += o.wrong_to_right;
-        wrong_to_wrong += o.wrong_to_wrong;
-        remasks_of_right += o.remasks_of_right;
-        remasks_of_wrong += o.remasks_of_wrong;
-    }
-    nlohmann::json to_json() const {
-        return {{"right_to_wrong", right_to_wrong},
-                {"wrong_to_right", wrong_to_right},
-                {"wrong_to_wrong", wrong_to_wrong},
-                {"remasks_of_right", remasks_of_right},
-                {"remasks_of_wrong", remasks_of_wrong}};
-    }
-};
+using GoldRevisions = decode::RevisionSplit;
+
+nlohmann::json gold_json(const GoldRevisions& g) {
+    return {{"right_to_wrong", g.right_to_wrong},
+            {"wrong_to_right", g.wrong_to_right},
+            {"wrong_to_wrong", g.wrong_to_wrong},
+            {"remasks_of_right", g.remasks_of_right},
+            {"remasks_of_wrong", g.remasks_of_wrong}};
+}
 
 GoldRevisions gold_revisions(const decode::GenerateResult& r, const std::vector<int32_t>& answer,
                              const decode::TokenIds& ids) {
-    GoldRevisions g;
-    const int32_t end = ids.eos >= 0 ? ids.eos : ids.eot;
-    for (const auto& e : r.revision_events) {
-        const size_t i = static_cast<size_t>(e.pos - r.prompt_len);
-        const int32_t want = i < answer.size() ? answer[i] : end;
-        if (e.to == ids.mask) {
-            ++(e.from == want ? g.remasks_of_right : g.remasks_of_wrong);
-        } else if (e.from == want) {
-            ++g.right_to_wrong;
-        } else if (e.to == want) {
-            ++g.wrong_to_right;
-        } else {
-            ++g.wrong_to_wrong;
-        }
-    }
-    return g;
+    return decode::split_revisions(r.revision_events, r.prompt_len, answer,
+                                   ids.eos >= 0 ? ids.eos : ids.eot, ids.mask);
 }
 
 struct Tally {
@@ -145,7 +122,7 @@ struct Tally {
                 {"wall_s", wall_s},
                 // Progressive revision: totals over the problems (not per problem).
                 {"revision", tools::revision_json(rv)},
-                {"revision_vs_answer", gold.to_json()},
+                {"revision_vs_answer", gold_json(gold)},
                 {"tts", tts_json()}};
     }
 
@@ -354,7 +331,7 @@ int main(int argc, char** argv) {
                                {"rejected", o.res.drafts_rejected}};
                 if (o.res.revision.checks > 0) {
                     j["revision"] = tools::revision_json(o.res.revision);
-                    j["revision_vs_answer"] = o.gold.to_json();
+                    j["revision_vs_answer"] = gold_json(o.gold);
                 }
                 // Per-step commit counts per block: the schedule a trace replay needs.
                 nlohmann::json commits = nlohmann::json::array();
