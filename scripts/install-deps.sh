@@ -1,7 +1,8 @@
 #!/bin/sh
 # Installs the Debian packages that llada.cpp needs to build and test (idempotent).
 # Usage: scripts/install-deps.sh [--train] [--bench] [--web]
-#   --train  also installs what train/ needs (PyTorch, NumPy, OpenBLAS); a normal build needs none of it.
+#   --train  also installs what train/ needs (PyTorch, NumPy, OpenBLAS, Jinja2 for the chat fixtures); a
+#            normal build needs none of it.
 #   --bench  also installs what bench/'s figures need (matplotlib).
 #   --web    also installs the browser test's Chromium, ChromeDriver and Selenium, and (when npm is
 #            on the machine) OpenAI's official `openai` client from the npm registry into
@@ -33,7 +34,7 @@ if [ "$bench" -eq 1 ]; then
 fi
 if [ "$train" -eq 1 ]; then
     # libopenblas0-openmp: Debian's default reference BLAS makes torch ~20x slower.
-    pkgs="$pkgs python3-torch python3-numpy libopenblas0-openmp"
+    pkgs="$pkgs python3-torch python3-numpy libopenblas0-openmp python3-jinja2"
 fi
 
 $sudo apt-get update -qq

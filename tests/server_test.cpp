@@ -14,6 +14,8 @@
 #include <thread>
 
 #include "decode/policy.h"
+#include "format/gguf.h"
+#include "format/gguf_writer.h"
 #include "runtime/device.h"
 #include "tools/common.h"
 
@@ -31,7 +33,8 @@ std::string model() {
 struct Server {
     pid_t pid = -1;
     int port = 0;
-    explicit Server(const std::vector<std::string>& extra) {
+    explicit Server(const std::vector<std::string>& extra,
+                    const std::string& model_path = model()) {
         int fd[2];
         if (pipe(fd) != 0) return;
         pid = fork();
@@ -40,7 +43,7 @@ struct Server {
             close(fd[0]);
             std::vector<std::string> a = {(fs::path(LLADA_BIN_DIR) / "llada-server").string(),
                                           "-m",
-                                          model(),
+                                          model_path,
                                           "--port",
                                           "0",
                                           "-t",
@@ -93,6 +96,22 @@ std::string alone(const std::string& prompt, uint64_t seed, double temperature) 
     return lm.tok->decode(r.answer(lm.ids), false);
 }
 
+// The shipped model's file without its chat template.
+std::string model_without_chat_format() {
+    const auto out = fs::temp_directory_path() / ("no-chat-" + std::to_string(getpid()) + ".gguf");
+    auto f = format::GgufFile::open(model());
+    format::GgufWriter w;
+    for (const auto& kv : f->kvs()) {
+        if (kv.key != "tokenizer.chat_template") w.copy_kv(kv);
+    }
+    for (const auto& t : f->tensors()) {
+        w.add_tensor(t.name, t.type, std::vector<uint64_t>(t.ne, t.ne + t.n_dims),
+                     std::vector<uint8_t>(t.data, t.data + t.n_bytes));
+    }
+    w.write(out.string());
+    return out.string();
+}
+
 const char* kPrompts[] = {
     "sort 56 44 46 59 52 58:", "2889+8183=", "sort 65 56 63 72 59 58:", "6238+0032="};
 
@@ -139,6 +158,77 @@ TEST(Server, AnswersAreTheLibrarysAloneOrBatched) {
     auto met = c.Get("/metrics");
     ASSERT_TRUE(met);
     EXPECT_NE(met->body.find("llada_requests_completed_total 5"), std::string::npos) << met->body;
+}
+
+// The shipped model declares the plain chat format: a chat whose user message is a task prompt
+// answers as the completion of that prompt. A model without a chat format answers chat requests
+// with 400 and the reason, and still serves completions.
+TEST(Server, ChatUsesTheFilesFormatAndAModelWithoutOneSays400) {
+    {
+        Server s({});
+        ASSERT_GT(s.port, 0);
+        httplib::Client c("127.0.0.1", s.port);
+        auto r = c.Post(
+            "/v1/chat/completions",
+            json{{"messages", {{{"role", "user"}, {"content", kPrompts[1]}}}}, {"max_tokens", 32}}
+                .dump(),
+            "application/json");
+        ASSERT_TRUE(r);
+        ASSERT_EQ(r->status, 200) << r->body;
+        const json j = json::parse(r->body);
+        EXPECT_EQ(j["object"], "chat.completion");
+        EXPECT_EQ(j["choices"][0]["message"]["role"], "assistant");
+        EXPECT_EQ(j["choices"][0]["message"]["content"], alone(kPrompts[1], 0, 0.0));
+        // Content as an array of text parts is the same message.
+        r = c.Post(
+            "/v1/chat/completions",
+            json{{"messages",
+                  {{{"role", "user"}, {"content", {{{"type", "text"}, {"text", kPrompts[1]}}}}}}},
+                 {"max_tokens", 32}}
+                .dump(),
+            "application/json");
+        ASSERT_TRUE(r);
+        EXPECT_EQ(json::parse(r->body)["choices"][0]["message"]["content"],
+                  alone(kPrompts[1], 0, 0.0));
+        auto err = [&](const json& messages) {
+            auto e = c.Post("/v1/chat/completions", json{{"messages", messages}}.dump(),
+                            "application/json");
+            if (!e) return std::string("no response");
+            EXPECT_EQ(e->status, 400) << messages.dump();
+            return json::parse(e->body)["error"]["message"].get<std::string>();
+        };
+        EXPECT_NE(err(json::array()).find("'messages' must be a non-empty array"),
+                  std::string::npos);
+        EXPECT_NE(err({{{"content", "x"}}}).find("'messages[0].role' must be a string"),
+                  std::string::npos);
+        EXPECT_NE(err({{{"role", "user"}, {"content", 5}}}).find("'messages[0].content' must be"),
+                  std::string::npos);
+        EXPECT_NE(err({{{"role", "user"}, {"content", {{{"type", "image_url"}}}}}})
+                      .find("only text is supported"),
+                  std::string::npos);
+        EXPECT_NE(err({{{"role", "wizard"}, {"content", "x"}}}).find("role 'wizard'"),
+                  std::string::npos);
+    }
+    const std::string bare = model_without_chat_format();
+    {
+        Server s({}, bare);
+        ASSERT_GT(s.port, 0);
+        httplib::Client c("127.0.0.1", s.port);
+        auto r = c.Post("/v1/chat/completions",
+                        json{{"messages", {{{"role", "user"}, {"content", kPrompts[1]}}}}}.dump(),
+                        "application/json");
+        ASSERT_TRUE(r);
+        EXPECT_EQ(r->status, 400);
+        const std::string msg = json::parse(r->body)["error"]["message"];
+        EXPECT_NE(msg.find("no chat format"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("tokenizer.chat_template"), std::string::npos) << msg;
+        r = c.Post("/v1/completions", json{{"prompt", kPrompts[1]}, {"max_tokens", 32}}.dump(),
+                   "application/json");
+        ASSERT_TRUE(r);
+        EXPECT_EQ(r->status, 200);
+        EXPECT_EQ(json::parse(r->body)["choices"][0]["text"], alone(kPrompts[1], 0, 0.0));
+    }
+    fs::remove(bare);
 }
 
 TEST(Server, StreamDeltasAddUpToTheTextAndEndInDone) {

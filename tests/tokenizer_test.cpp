@@ -17,6 +17,7 @@
 
 #include "format/gguf.h"
 #include "format/gguf_writer.h"
+#include "tokenizer/chat.h"
 #include "tokenizer/pretokenize.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
@@ -542,6 +543,28 @@ TEST(SpecialTokens, AccessorsAndEndOfTurn) {
     none.add_bytes();
     EXPECT_EQ(none.build().eot(), -1);
     EXPECT_EQ(none.build().chat_template(), "");
+}
+
+// The file's chat template, checked against the vocabulary: a format whose markers are not
+// tokens would be encoded as text, and the model would never see its headers.
+TEST(SpecialTokens, ChatTemplateMarkersMustBeTokens) {
+    VocabBuilder v;
+    v.add_bytes();
+    v.extra = [](format::GgufWriter& w) {
+        w.set_string("tokenizer.chat_template", "<|im_start|>{{ messages }}<|im_end|>");
+    };
+    try {
+        ChatTemplate::from_tokenizer(v.build());
+        ADD_FAILURE() << "a ChatML template without its tokens was accepted";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("no <|im_start|> token"), std::string::npos)
+            << e.what();
+    }
+    v.add("<|im_start|>", TokenType::kControl);
+    v.add("<|im_end|>", TokenType::kControl);
+    const ChatTemplate t = ChatTemplate::from_tokenizer(v.build());
+    EXPECT_EQ(t.format(), ChatFormat::ChatML);
+    EXPECT_STREQ(t.name(), "chatml");
 }
 
 // =============================================================================================

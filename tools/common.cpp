@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "kernels/kernels.h"
+#include "tokenizer/chat.h"
 #include "util/error.h"
 
 namespace llada::tools {
@@ -57,16 +58,11 @@ LoadedModel load_model(const std::string& path) {
 }
 
 std::string chat_wrap(const tokenizer::Tokenizer& tok, const std::string& user) {
-    for (const char* t : {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"}) {
-        if (tok.find_token(t) < 0) {
-            throw Error(
-                std::string("--chat: the model has no chat format (its vocabulary has no ") + t +
-                " token); give the prompt without --chat");
-        }
+    try {
+        return tokenizer::ChatTemplate::from_tokenizer(tok).render({{"user", user}});
+    } catch (const Error& e) {
+        throw Error(std::string("--chat: ") + e.what());
     }
-    // LLaDA-8B-Instruct's template: LLaMA-3 headers; the BOS is added by the tokenizer.
-    return "<|start_header_id|>user<|end_header_id|>\n\n" + user +
-           "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n";
 }
 
 void DecodeFlags::add_to(ArgTable& args) {

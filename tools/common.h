@@ -36,8 +36,8 @@ struct LoadedModel {
 };
 LoadedModel load_model(const std::string& path);
 
-// LLaDA's chat format (LLaMA-3-style headers) around a user message; throws llada::Error when
-// the vocabulary has no header tokens.
+// The model's chat format (its file's template, tokenizer/chat.h) around one user message; throws
+// llada::Error (prefixed "--chat: ") when the model declares none or one llada.cpp does not know.
 std::string chat_wrap(const tokenizer::Tokenizer& tok, const std::string& user);
 
 // The decoding flags of llada-cli and llada-eval, registered on `args` and written into `opt`.

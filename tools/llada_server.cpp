@@ -14,7 +14,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 
+#include "tokenizer/chat.h"
 #include "tools/common.h"
 #include "tools/server_engine.h"
 #include "util/error.h"
@@ -28,6 +30,39 @@ void send_error(httplib::Response& res, int status, const std::string& msg,
                 const std::string& type = "invalid_request_error") {
     res.status = status;
     res.set_content(json{{"error", {{"message", msg}, {"type", type}}}}.dump(), "application/json");
+}
+
+// A chat request's `messages`: each an object with a string `role` and a `content` that is a
+// string or an array of {"type": "text", "text": ...} parts (OpenAI's two spellings). Throws
+// llada::Error naming the message and the field.
+std::vector<tokenizer::ChatMessage> parse_messages(const json& body) {
+    if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty())
+        throw Error("'messages' must be a non-empty array");
+    std::vector<tokenizer::ChatMessage> out;
+    for (const auto& m : body["messages"]) {
+        const std::string at = "messages[" + std::to_string(out.size()) + "]";
+        if (!m.is_object()) throw Error("'" + at + "' must be an object");
+        if (!m.contains("role") || !m["role"].is_string())
+            throw Error("'" + at + ".role' must be a string");
+        tokenizer::ChatMessage cm{m["role"], ""};
+        const json c = m.value("content", json());
+        if (c.is_string()) {
+            cm.content = c;
+        } else if (c.is_array()) {
+            for (const auto& part : c) {
+                if (!part.is_object() || part.value("type", "") != "text" ||
+                    !part.contains("text") || !part["text"].is_string())
+                    throw Error("'" + at +
+                                ".content' parts must be {\"type\": \"text\", "
+                                "\"text\": string} (only text is supported)");
+                cm.content += part["text"].get<std::string>();
+            }
+        } else {
+            throw Error("'" + at + ".content' must be a string or an array of text parts");
+        }
+        out.push_back(std::move(cm));
+    }
+    return out;
 }
 
 // The request's decoding options: the server's defaults, then the request's fields. Throws
@@ -180,6 +215,16 @@ int main(int argc, char** argv) {
         const std::string model_name = std::filesystem::path(model_path).stem().string();
         const auto started = std::chrono::system_clock::now();
 
+        // The chat format from the model file, once; chat requests on a model without one get
+        // the reason.
+        std::optional<tokenizer::ChatTemplate> chat_format;
+        std::string chat_error;
+        try {
+            chat_format = tokenizer::ChatTemplate::from_tokenizer(*lm.tok);
+        } catch (const Error& e) {
+            chat_error = e.what();
+        }
+
         httplib::Server srv;
         srv.set_payload_max_length(static_cast<size_t>(body_kib) * 1024);
         // Every admitted or queued request holds an HTTP worker while it waits: enough workers
@@ -262,16 +307,13 @@ int main(int argc, char** argv) {
                 stream = p.stream;
                 std::string text;
                 if (chat) {
-                    if (!body.contains("messages") || !body["messages"].is_array() ||
-                        body["messages"].empty())
-                        throw Error("'messages' must be a non-empty array");
-                    std::string user;
-                    for (const auto& m : body["messages"]) {
-                        if (!m.is_object() || !m.contains("content") || !m["content"].is_string())
-                            throw Error("each message needs a string 'content'");
-                        if (m.value("role", "") == "user") user = m["content"];
+                    if (!chat_format) {
+                        return send_error(res, 400,
+                                          "this model has no chat format for "
+                                          "/v1/chat/completions (" +
+                                              chat_error + "); use /v1/completions");
                     }
-                    text = tools::chat_wrap(*lm.tok, user);
+                    text = chat_format->render(parse_messages(body));
                 } else {
                     if (!body.contains("prompt") || !body["prompt"].is_string())
                         throw Error("'prompt' must be a string");

@@ -90,6 +90,61 @@ class GGUFWriter:
                 f.write(data + b"\0" * ((-len(data)) % ALIGNMENT))
 
 
+def _skip_value(buf, pos, vtype):
+    if vtype == STRING:
+        (n,) = struct.unpack_from("<Q", buf, pos)
+        return pos + 8 + n
+    if vtype == ARRAY:
+        elem_type, n = struct.unpack_from("<IQ", buf, pos)
+        pos += 12
+        if elem_type in _SCALAR_FMT:
+            return pos + n * struct.calcsize(_SCALAR_FMT[elem_type])
+        for _ in range(n):
+            pos = _skip_value(buf, pos, elem_type)
+        return pos
+    return pos + struct.calcsize(_SCALAR_FMT[vtype])
+
+
+def set_string(path, key, value):
+    """Sets string metadata `key` of the GGUF at `path` in place (added, or replaced if present).
+
+    Tensor offsets are relative to the aligned data section, so only the header changes; the
+    data is copied unchanged after re-padding to the file's alignment.
+    """
+    with open(path, "rb") as f:
+        buf = f.read()
+    if buf[:4] != GGUF_MAGIC:
+        raise ValueError(f"{path}: not a GGUF file")
+    version, n_tensors, n_kv = struct.unpack_from("<IQQ", buf, 4)
+    pos = 24
+    kvs = []  # raw bytes of every entry but `key`
+    align = ALIGNMENT
+    for _ in range(n_kv):
+        start = pos
+        (n,) = struct.unpack_from("<Q", buf, pos)
+        name = buf[pos + 8:pos + 8 + n].decode("utf-8")
+        pos += 8 + n
+        (vtype,) = struct.unpack_from("<I", buf, pos)
+        if name == "general.alignment":
+            (align,) = struct.unpack_from("<I", buf, pos + 4)
+        pos = _skip_value(buf, pos + 4, vtype)
+        if name != key:
+            kvs.append(buf[start:pos])
+    info_start = pos
+    for _ in range(n_tensors):
+        (n,) = struct.unpack_from("<Q", buf, pos)
+        pos += 8 + n
+        (n_dims,) = struct.unpack_from("<I", buf, pos)
+        pos += 4 + 8 * n_dims + 12
+    infos = buf[info_start:pos]
+    data = buf[(pos + align - 1) // align * align:]
+    kvs.append(GGUFWriter._string(key) + struct.pack("<I", STRING) + GGUFWriter._string(value))
+    head = GGUF_MAGIC + struct.pack("<IQQ", version, n_tensors, len(kvs)) + b"".join(kvs) + infos
+    head += b"\0" * ((-len(head)) % align)
+    with open(path, "wb") as f:
+        f.write(head + data)
+
+
 class GGUFReader:
     """Reads metadata and F32/F16 tensors (returned as float32 arrays in NumPy order)."""
 

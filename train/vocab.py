@@ -57,6 +57,10 @@ def decode(ids):
     return out.decode("utf-8", errors="replace")
 
 
+# The identity template: the messages' contents, concatenated.
+CHAT_TEMPLATE = "{% for message in messages %}{{ message['content'] }}{% endfor %}"
+
+
 def gguf_metadata(add_bos=True):
     """tokenizer.ggml.* entries for GGUFWriter.add(key, *spec)."""
     types = [TOKEN_NORMAL] * N_BYTES + [TOKEN_CONTROL] * 3
@@ -71,4 +75,6 @@ def gguf_metadata(add_bos=True):
         "tokenizer.ggml.padding_token_id": (UINT32, EOS),
         "tokenizer.ggml.mask_token_id": (UINT32, MASK),
         "tokenizer.ggml.add_bos_token": (BOOL, add_bos),
+        # The plain chat format (tokenizer/chat.h): a chat's user message is the task prompt.
+        "tokenizer.chat_template": (STRING, CHAT_TEMPLATE),
     }

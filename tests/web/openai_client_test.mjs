@@ -1,6 +1,7 @@
 // llada-server through OpenAI's official Node client (npm's `openai`, installed by
 // scripts/install-deps.sh --web into ~/.cache/llada.cpp/npm): a completion and a streamed
-// completion give the same text as a plain HTTP request for the same seed, and usage is filled.
+// completion, a chat and a streamed chat give the same text as a plain HTTP request for the same
+// seed, and usage is filled.
 // Exits 77 (skipped) with a message when the client is not installed.
 //
 //     node tests/web/openai_client_test.mjs BIN_DIR MODEL
@@ -43,6 +44,15 @@ try {
   for await (const ch of stream) { text += ch.choices[0].text || ""; ++chunks; }
   if (text !== want) fail(`streamed text ${JSON.stringify(text)} != ${JSON.stringify(want)}`);
   if (chunks < 2) fail(`only ${chunks} chunks`);
+  // Chat: the shipped model's plain format makes the user's message the prompt.
+  const chat = await client.chat.completions.create({ model: "tiny-llada-m", messages: [{ role: "user", content: prompt }],
+                                                      max_tokens: 32, seed: 4, temperature: 1.0 });
+  if (chat.choices[0].message.content !== want) fail(`chat content ${JSON.stringify(chat.choices[0].message.content)} != ${JSON.stringify(want)}`);
+  const chatStream = await client.chat.completions.create({ model: "tiny-llada-m", messages: [{ role: "user", content: prompt }],
+                                                            max_tokens: 32, seed: 4, temperature: 1.0, stream: true });
+  let chatText = "";
+  for await (const ch of chatStream) chatText += (ch.choices[0].delta && ch.choices[0].delta.content) || "";
+  if (chatText !== want) fail(`streamed chat ${JSON.stringify(chatText)} != ${JSON.stringify(want)}`);
   const models = await client.models.list();
   if (!models.data.some((m) => m.id === "tiny-llada-m")) fail("models.list");
   console.log((ok ? "ok" : "failed") + `: ${JSON.stringify(want)} in ${chunks} chunks`);
