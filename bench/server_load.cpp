@@ -1,8 +1,9 @@
 // A bounded load generator for llada-server on loopback (C++, so the client does not starve
 // the server of the machine's cores the way an interpreted one does): for each concurrency C,
 // C threads send N non-streaming completions in total (prompts from a task file, seed = the
-// request's index) and it prints failed requests, p50/p99 latency and answer bytes per second,
-// then the server's batch occupancy. Stops by itself.
+// request's index) and it prints failed requests, p50/p99 latency, requests and answer tokens
+// (usage.completion_tokens) per second. Every level sends the same requests, so the ratio of
+// requests per second is the throughput ratio. Stops by itself.
 //
 //     server_load PORT TASKS.jsonl C[,C...] N
 #include <httplib.h>
@@ -42,12 +43,13 @@ int main(int argc, char** argv) {
         levels.push_back(std::atoi(c.c_str()));
     const int n = std::atoi(argv[4]);
     std::printf(
-        "| concurrent clients | requests | failed | p50 ms | p99 ms | answer bytes/s | wall s | "
-        "engine steps |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        "| concurrent clients | requests | failed | p50 ms | p99 ms | requests/s | answer tokens/s "
+        "| "
+        "wall s | engine steps |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     double base = 0;
     for (int c : levels) {
         std::atomic<int> next{0}, failed{0};
-        std::atomic<long long> bytes{0};
+        std::atomic<long long> tokens{0};
         std::mutex mu;
         std::vector<double> lat;
         auto metric = [&](const char* name) {
@@ -74,11 +76,15 @@ int main(int argc, char** argv) {
                                           std::chrono::steady_clock::now() - a)
                                           .count();
                     if (!r || r->status != 200) {
+                        if (failed.load() < 3) {
+                            std::fprintf(stderr, "server_load: request %d failed: %s\n", i,
+                                         r ? (std::to_string(r->status) + " " + r->body).c_str()
+                                           : httplib::to_string(r.error()).c_str());
+                        }
                         ++failed;
                         continue;
                     }
-                    bytes += static_cast<long long>(
-                        json::parse(r->body)["choices"][0]["text"].get<std::string>().size());
+                    tokens += json::parse(r->body)["usage"]["completion_tokens"].get<long long>();
                     std::lock_guard<std::mutex> lock(mu);
                     lat.push_back(ms);
                 }
@@ -92,13 +98,14 @@ int main(int argc, char** argv) {
         std::sort(lat.begin(), lat.end());
         const double p50 = lat.empty() ? 0 : lat[lat.size() / 2];
         const double p99 = lat.empty() ? 0 : lat[std::min(lat.size() - 1, lat.size() * 99 / 100)];
-        const double tps = bytes / wall;
-        if (c == 1) base = tps;
-        std::printf("| %d | %d | %d | %.1f | %.1f | %.0f | %.2f | %.0f |\n", c, n, failed.load(),
-                    p50, p99, tps, wall, steps);
+        const double rps = (n - failed.load()) / wall;
+        if (c == 1) base = rps;
+        std::printf("| %d | %d | %d | %.1f | %.1f | %.2f | %.0f | %.2f | %.0f |\n", c, n,
+                    failed.load(), p50, p99, rps, tokens / wall, wall, steps);
         if (c == 8 && base > 0)
-            std::printf("\nthroughput at 8 concurrent clients / one at a time: %.2fx\n\n",
-                        tps / base);
+            std::printf(
+                "\nthroughput (requests/s) at 8 concurrent clients / one at a time: %.2fx\n\n",
+                rps / base);
     }
     return 0;
 }

@@ -231,6 +231,82 @@ TEST(Server, ChatUsesTheFilesFormatAndAModelWithoutOneSays400) {
     fs::remove(bare);
 }
 
+// The stream's text deltas, concatenated, and the last chunk's finish_reason.
+std::pair<std::string, std::string> stream_text(const std::string& body) {
+    std::string text, finish;
+    for (size_t at = 0; (at = body.find("data: ", at)) != std::string::npos;) {
+        const size_t end = body.find("\n\n", at);
+        const std::string d = body.substr(at + 6, end - at - 6);
+        at = end;
+        if (d == "[DONE]") break;
+        const json j = json::parse(d);
+        text += j["choices"][0]["text"].get<std::string>();
+        if (!j["choices"][0]["finish_reason"].is_null()) finish = j["choices"][0]["finish_reason"];
+    }
+    return {text, finish};
+}
+
+// `stop`: the answer is the request's text without stop alone cut before the first stop
+// sequence, streamed or not (the stream holds back what could begin one). The sampling fields are
+// accepted only at their "off" values.
+TEST(Server, StopSequencesCutTheTextAndEndTheRequest) {
+    Server s({});
+    ASSERT_GT(s.port, 0);
+    httplib::Client c("127.0.0.1", s.port);
+    for (const char* prompt : {kPrompts[0], kPrompts[2]}) {
+        const std::string full = alone(prompt, 0, 0.0);
+        ASSERT_GE(full.size(), 8u) << full;
+        // A stop sequence from the middle of the answer, and one that never occurs.
+        const std::string stop = full.substr(full.size() / 2, 3);
+        const std::string want = full.substr(0, full.find(stop));
+        const json body = {{"prompt", prompt}, {"max_tokens", 32}, {"stop", {"@@", stop}}};
+        auto r = c.Post("/v1/completions", body.dump(), "application/json");
+        ASSERT_TRUE(r);
+        ASSERT_EQ(r->status, 200) << r->body;
+        const json j = json::parse(r->body);
+        EXPECT_EQ(j["choices"][0]["text"], want) << "stop " << stop;
+        EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+        EXPECT_LT(j["usage"]["completion_tokens"].get<int>(), static_cast<int>(full.size()));
+        json sb = body;
+        sb["stream"] = true;
+        r = c.Post("/v1/completions", sb.dump(), "application/json");
+        ASSERT_TRUE(r);
+        const auto [text, finish] = stream_text(r->body);
+        EXPECT_EQ(text, want) << "stop " << stop;
+        EXPECT_EQ(finish, "stop");
+        // Without a match nothing is cut.
+        r = c.Post(
+            "/v1/completions",
+            json{{"prompt", prompt}, {"max_tokens", 32}, {"stop", "@@"}, {"stream", true}}.dump(),
+            "application/json");
+        ASSERT_TRUE(r);
+        EXPECT_EQ(stream_text(r->body).first, full);
+    }
+    auto err = [&](const json& extra) {
+        json b = {{"prompt", kPrompts[0]}};
+        b.update(extra);
+        auto e = c.Post("/v1/completions", b.dump(), "application/json");
+        if (!e) return std::string("no response");
+        EXPECT_EQ(e->status, 400) << b.dump();
+        return json::parse(e->body)["error"]["message"].get<std::string>();
+    };
+    EXPECT_NE(err({{"stop", {""}}}).find("'stop' must be"), std::string::npos);
+    EXPECT_NE(err({{"stop", {"a", "b", "c", "d", "e"}}}).find("at most 4"), std::string::npos);
+    EXPECT_NE(err({{"stop", 3}}).find("'stop' must be"), std::string::npos);
+    EXPECT_NE(err({{"top_p", 0.5}}).find("'top_p' other than 1"), std::string::npos);
+    EXPECT_NE(err({{"presence_penalty", 1}}).find("not supported"), std::string::npos);
+    auto ok = c.Post("/v1/completions",
+                     json{{"prompt", kPrompts[0]},
+                          {"top_p", 1},
+                          {"frequency_penalty", 0},
+                          {"user", "u1"},
+                          {"stop", nullptr}}
+                         .dump(),
+                     "application/json");
+    ASSERT_TRUE(ok);
+    EXPECT_EQ(ok->status, 200) << ok->body;
+}
+
 TEST(Server, StreamDeltasAddUpToTheTextAndEndInDone) {
     Server s({});
     ASSERT_GT(s.port, 0);

@@ -5,6 +5,7 @@
 // the OpenAI ones, with the server's flags as defaults; `seed` makes a request reproducible
 // whether it ran alone or batched with others.
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <pthread.h>
 #include <signal.h>
@@ -71,7 +72,16 @@ struct Parsed {
     std::string policy;
     decode::GenerateOptions opt;
     bool stream = false;
+    std::vector<std::string> stop;  // stop sequences (OpenAI's `stop`)
 };
+
+// Where the first stop sequence begins in `text` (npos: none).
+size_t find_stop(const std::string& text, const std::vector<std::string>& stop) {
+    size_t at = std::string::npos;
+    for (const auto& s : stop)
+        at = std::min(at, text.find(s));
+    return at;
+}
 
 Parsed parse_options(const json& body, const tools::DecodeFlags& defaults,
                      const tools::ServerLimits& limits, const std::vector<std::string>& extra) {
@@ -134,6 +144,32 @@ Parsed parse_options(const json& body, const tools::DecodeFlags& defaults,
         if (!body["stream"].is_boolean()) throw Error("'stream' must be a boolean");
         p.stream = body["stream"];
     }
+    if (body.contains("stop") && !body["stop"].is_null()) {
+        const json& s = body["stop"];
+        const char* what = "'stop' must be a string or an array of at most 4 non-empty strings";
+        if (s.is_string()) {
+            p.stop.push_back(s);
+        } else if (s.is_array() && s.size() <= 4) {
+            for (const auto& e : s) {
+                if (!e.is_string()) throw Error(what);
+                p.stop.push_back(e);
+            }
+        } else {
+            throw Error(what);
+        }
+        for (const auto& e : p.stop) {
+            if (e.empty()) throw Error(what);
+        }
+    }
+    // Accepted at the values that mean "off"; anything else would be silently ignored.
+    double top_p = 1.0, frequency_penalty = 0.0, presence_penalty = 0.0;
+    num("top_p", top_p, 0.0, 1.0);
+    num("frequency_penalty", frequency_penalty, -2.0, 2.0);
+    num("presence_penalty", presence_penalty, -2.0, 2.0);
+    if (top_p != 1.0) throw Error("'top_p' other than 1 is not supported");
+    if (frequency_penalty != 0.0 || presence_penalty != 0.0)
+        throw Error("'frequency_penalty' and 'presence_penalty' other than 0 are not supported");
+    if (body.contains("user") && !body["user"].is_string()) throw Error("'user' must be a string");
     if (body.contains("n") && !(body["n"].is_number_integer() && body["n"] == 1))
         throw Error("'n' other than 1 is not supported (use test-time scaling in llada-cli)");
     // The generated length is the requested tokens rounded up to a whole number of blocks.
@@ -144,6 +180,31 @@ Parsed parse_options(const json& body, const tools::DecodeFlags& defaults,
     p.opt.steps = steps > 0 ? steps : p.opt.gen;
     if (p.policy == "ar") throw Error("policy 'ar' is not served (diffusion policies only)");
     return p;
+}
+
+// A finished request's answer as the client gets it: cut before the first stop sequence, and
+// why it ended: "stop" (a stop sequence or the end of text), "length" (max_tokens reached).
+struct Final {
+    std::string text;
+    int64_t tokens = 0;
+    const char* finish = "stop";
+};
+
+Final final_text(const tools::ServerRequest& r, const std::vector<std::string>& stop) {
+    Final f{r.text, r.answer_tokens, "stop"};
+    const size_t cut = find_stop(r.text, stop);
+    if (cut != std::string::npos) {
+        f.text = r.text.substr(0, cut);
+        // The tokens up to and including the one the stop sequence starts in.
+        f.tokens = 0;
+        for (size_t n = 0; n < r.answer_ends.size(); ++n) {
+            f.tokens = static_cast<int64_t>(n) + 1;
+            if (r.answer_ends[n] > cut) break;
+        }
+    } else if (!r.stopped && r.answer_tokens >= r.opt.gen) {
+        f.finish = "length";
+    }
+    return f;
 }
 
 std::string new_id(const char* prefix) {
@@ -211,6 +272,7 @@ int main(int argc, char** argv) {
         if (!args.given("--threshold") && dec.policy == "dual-cache") dec.opt.threshold = 0.9;
         runtime::ThreadPool pool(threads);
         auto device = devf.make(pool);
+        limits.kv_f16 = dec.opt.kernels.kv_f16;
         tools::ServerEngine engine(lm, *device, limits);
         const std::string model_name = std::filesystem::path(model_path).stem().string();
         const auto started = std::chrono::system_clock::now();
@@ -289,6 +351,12 @@ int main(int argc, char** argv) {
             m += "# HELP llada_tokens_per_second answer tokens per busy second\n# TYPE "
                  "llada_tokens_per_second gauge\nllada_tokens_per_second " +
                  std::to_string(c.busy_s > 0 ? c.tokens / c.busy_s : 0.0) + "\n";
+            m += "# HELP llada_kv_cache_bytes KV cache memory, all sequences\n# TYPE "
+                 "llada_kv_cache_bytes gauge\nllada_kv_cache_bytes " +
+                 std::to_string(engine.kv_bytes()) + "\n";
+            m += "# HELP llada_kv_cache_bytes_per_sequence one sequence's KV cache\n# TYPE "
+                 "llada_kv_cache_bytes_per_sequence gauge\nllada_kv_cache_bytes_per_sequence " +
+                 std::to_string(engine.kv_bytes_per_sequence()) + "\n";
             res.set_content(m, "text/plain; version=0.0.4");
         });
         auto handle = [&](const httplib::Request& req, httplib::Response& res, bool chat) {
@@ -300,11 +368,13 @@ int main(int argc, char** argv) {
             }
             auto r = std::make_shared<tools::ServerRequest>();
             bool stream = false;
+            std::vector<std::string> stop;
             try {
                 const Parsed p = parse_options(body, dec, engine.limits(), {});
                 r->policy = p.policy;
                 r->opt = p.opt;
                 stream = p.stream;
+                stop = p.stop;
                 std::string text;
                 if (chat) {
                     if (!chat_format) {
@@ -345,6 +415,12 @@ int main(int argc, char** argv) {
                             {"model", model_name},
                             {"choices", {choice}}};
             };
+            // A stop sequence ends the generation at the step that commits it.
+            if (!stop.empty()) {
+                r->on_step = [stop](const std::string& stable) {
+                    return find_stop(stable, stop) == std::string::npos;
+                };
+            }
             if (!stream) {
                 if (!engine.submit(r)) {
                     res.set_header("Retry-After", "1");
@@ -359,13 +435,14 @@ int main(int argc, char** argv) {
                                       "timeout_error");
                 }
                 if (!r->error.empty()) return send_error(res, 400, r->error);
-                const int64_t completion = static_cast<int64_t>(r->result.answer(lm.ids).size());
-                json choice = {{"index", 0}, {"finish_reason", "stop"}};
+                const Final f = final_text(*r, stop);
+                json choice = {{"index", 0}, {"finish_reason", f.finish}};
                 if (chat) {
-                    choice["message"] = {{"role", "assistant"}, {"content", r->text}};
+                    choice["message"] = {{"role", "assistant"}, {"content", f.text}};
                 } else {
-                    choice["text"] = r->text;
+                    choice["text"] = f.text;
                 }
+                const int64_t completion = f.tokens;
                 res.set_content(
                     json{{"id", id},
                          {"object", chat ? "chat.completion" : "text_completion"},
@@ -390,18 +467,32 @@ int main(int argc, char** argv) {
                 bool finished = false;
             };
             auto st = std::make_shared<Stream>();
-            r->on_step = [st, chunk_of](const std::string& stable) {
+            // With stop sequences, the last (longest - 1) bytes are held back until it is
+            // known that no stop sequence starts in them.
+            size_t hold = 0;
+            for (const auto& e : stop)
+                hold = std::max(hold, e.size() - 1);
+            r->on_step = [st, chunk_of, stop, hold](const std::string& stable) {
                 std::lock_guard<std::mutex> lock(st->mu);
+                const size_t cut = find_stop(stable, stop);
+                size_t end = cut != std::string::npos ? cut
+                             : stable.size() > hold   ? stable.size() - hold
+                                                      : 0;
+                // Not inside a UTF-8 character.
+                while (end > 0 && end < stable.size() &&
+                       (static_cast<unsigned char>(stable[end]) & 0xC0) == 0x80)
+                    --end;
                 // Only text that extends what was sent: deltas are never taken back.
-                if (stable.size() > st->sent.size() &&
-                    stable.compare(0, st->sent.size(), st->sent) == 0) {
-                    st->events.push_back("data: " +
-                                         chunk_of(stable.substr(st->sent.size()), nullptr)
-                                             .dump(-1, ' ', false, json::error_handler_t::replace) +
-                                         "\n\n");
-                    st->sent = stable;
+                if (end > st->sent.size() && stable.compare(0, st->sent.size(), st->sent) == 0) {
+                    st->events.push_back(
+                        "data: " +
+                        chunk_of(stable.substr(st->sent.size(), end - st->sent.size()), nullptr)
+                            .dump(-1, ' ', false, json::error_handler_t::replace) +
+                        "\n\n");
+                    st->sent = stable.substr(0, end);
                 }
                 st->cv.notify_all();
+                return cut == std::string::npos;
             };
             // Opt-in: each step's changed positions as named SSE events ("llada.step"), which
             // OpenAI's clients skip (they read unnamed events).
@@ -416,19 +507,20 @@ int main(int argc, char** argv) {
                 res.set_header("Retry-After", "1");
                 return send_error(res, 503, "the server's queue is full", "server_busy");
             }
-            std::thread([&engine, r, st, chunk_of] {
+            std::thread([&engine, r, st, chunk_of, stop] {
                 engine.wait(*r);
                 std::lock_guard<std::mutex> lock(st->mu);
                 if (r->error.empty()) {
-                    if (r->text.size() > st->sent.size() &&
-                        r->text.compare(0, st->sent.size(), st->sent) == 0) {
+                    const Final f = final_text(*r, stop);
+                    if (f.text.size() > st->sent.size() &&
+                        f.text.compare(0, st->sent.size(), st->sent) == 0) {
                         st->events.push_back(
                             "data: " +
-                            chunk_of(r->text.substr(st->sent.size()), nullptr)
+                            chunk_of(f.text.substr(st->sent.size()), nullptr)
                                 .dump(-1, ' ', false, json::error_handler_t::replace) +
                             "\n\n");
                     }
-                    st->events.push_back("data: " + chunk_of("", "stop").dump() + "\n\n");
+                    st->events.push_back("data: " + chunk_of("", f.finish).dump() + "\n\n");
                 } else {
                     st->events.push_back(
                         "data: " + json{{"error", {{"message", r->error}}}}.dump() + "\n\n");
@@ -472,6 +564,16 @@ int main(int argc, char** argv) {
                             "' (give --web none to serve no page)");
             srv.set_mount_point("/", web_dir);
         }
+        // Debian's cpp-httplib is a compiled library that listens with a backlog of 5: more
+        // clients connecting at once have their connections dropped or retried a second later
+        // (seen as failed requests and 1 s outliers at 32 clients). The listening socket is
+        // caught as it is created and, once listening, given a backlog for every worker (Linux
+        // takes a second listen() as a new backlog; the kernel caps it at somaxconn).
+        int listen_fd = -1;
+        srv.set_socket_options([&listen_fd](socket_t sock) {
+            httplib::default_socket_options(sock);
+            listen_fd = sock;
+        });
         int bound = port;
         if (port == 0) {
             bound = srv.bind_to_any_port(host);
@@ -479,8 +581,13 @@ int main(int argc, char** argv) {
             throw Error("cannot listen on " + host + ":" + std::to_string(port));
         }
         if (bound < 0) throw Error("cannot listen on " + host);
-        std::fprintf(stderr, "llada-server: %s on http://%s:%d (policy %s, %d parallel)\n",
-                     model_name.c_str(), host.c_str(), bound, dec.policy.c_str(), limits.parallel);
+        if (listen_fd >= 0) ::listen(listen_fd, static_cast<int>(workers));
+        std::fprintf(stderr,
+                     "llada-server: %s on http://%s:%d (policy %s, %d parallel; KV cache %.1f MiB, "
+                     "%.2f MiB per sequence of %d positions)\n",
+                     model_name.c_str(), host.c_str(), bound, dec.policy.c_str(), limits.parallel,
+                     engine.kv_bytes() / 1048576.0, engine.kv_bytes_per_sequence() / 1048576.0,
+                     engine.n_pos());
         std::printf("listening %d\n", bound);
         std::fflush(stdout);
         std::thread stopper([&] {

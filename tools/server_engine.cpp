@@ -23,8 +23,10 @@ ServerEngine::ServerEngine(const LoadedModel& lm, runtime::Device& device,
     if (limits_.parallel < 1) throw Error("--parallel must be >= 1");
     n_pos_ = limits_.max_prompt + limits_.max_gen;
     const int64_t rows = int64_t{limits_.parallel} * n_pos_;
-    session_ =
-        std::make_unique<model::Session>(*lm.model, device, limits_.parallel, n_pos_, rows, rows);
+    runtime::PlanOptions po;
+    po.kv_f16 = limits_.kv_f16;
+    session_ = std::make_unique<model::Session>(*lm.model, device, limits_.parallel, n_pos_, rows,
+                                                rows, po);
     sched_ = std::make_unique<decode::Scheduler>(*session_);
     thread_ = std::thread([this] { loop(); });
 }
@@ -83,9 +85,9 @@ int ServerEngine::active() const {
     return static_cast<int>(live_.size());
 }
 
-// The text of the committed prefix: positions from the first generated one up to the first that
-// is still masked or a draft, cut at the end of text.
-std::string ServerEngine::stable_text(const Live& l) const {
+// The committed prefix: positions from the first generated one up to the first that is still
+// masked or a draft, cut at the end of text.
+std::vector<int32_t> ServerEngine::stable_ids(const Live& l) const {
     const auto& g = *l.gen;
     const auto& x = g.result().canvas;
     const auto st = g.states();
@@ -98,7 +100,7 @@ std::string ServerEngine::stable_text(const Live& l) const {
         if (x[p] == lm_.ids.eos || x[p] == lm_.ids.eot) break;
         ids.push_back(x[p]);
     }
-    return lm_.tok->decode(ids, false);
+    return ids;
 }
 
 std::string ServerEngine::step_event(Live& l) const {
@@ -149,7 +151,7 @@ void ServerEngine::loop() {
                 auto g = std::make_unique<decode::Generator>(*lm_.model, r->opt, lm_.ids, cfg,
                                                              r->prompt);
                 sched_->add(*g);
-                live_.push_back({r, std::move(g)});
+                live_.push_back({r, std::move(g), 0, {}, {}});
             } catch (const std::exception& e) {
                 r->error = e.what();
                 r->done = true;
@@ -194,18 +196,27 @@ void ServerEngine::loop() {
             if (error.empty() && l.req->on_event && !l.gen->result().steps.empty()) {
                 l.req->on_event(step_event(l));
             }
+            std::vector<int32_t> stable;
             if (error.empty() && l.req->on_step && !l.gen->result().steps.empty()) {
-                l.req->on_step(stable_text(l));
+                stable = stable_ids(l);
+                if (!l.req->on_step(lm_.tok->decode(stable, false))) l.req->stopped = true;
             }
-            if (error.empty() && !l.gen->done()) {
+            if (error.empty() && !l.gen->done() && !l.req->stopped) {
                 ++i;
                 continue;
             }
             sched_->remove(*l.gen);
             if (error.empty()) {
                 l.req->result = l.gen->take_result();
-                l.req->text = lm_.tok->decode(l.req->result.answer(lm_.ids), false);
-                counters_.tokens += static_cast<int64_t>(l.req->result.answer(lm_.ids).size());
+                // A stopped request's answer is its committed prefix; the rest may be masked.
+                const auto answer = l.req->stopped ? stable : l.req->result.answer(lm_.ids);
+                l.req->text = lm_.tok->decode(answer, false);
+                l.req->answer_tokens = static_cast<int64_t>(answer.size());
+                for (size_t n = 1; n <= answer.size(); ++n) {
+                    l.req->answer_ends.push_back(
+                        lm_.tok->decode({answer.begin(), answer.begin() + n}, false).size());
+                }
+                counters_.tokens += l.req->answer_tokens;
                 counters_.forwards_rows += l.req->result.stats.rows;
                 ++counters_.completed;
             } else {

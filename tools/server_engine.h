@@ -22,10 +22,11 @@
 namespace llada::tools {
 
 struct ServerLimits {
-    int parallel = 4;    // generations decoded together (KV cache sequences)
-    int queue = 16;      // requests waiting for a free sequence (beyond: refused)
-    int max_prompt = 0;  // tokens (0: the model's context minus max_gen)
-    int max_gen = 128;   // generated positions per request
+    int parallel = 4;     // generations decoded together (KV cache sequences)
+    int queue = 16;       // requests waiting for a free sequence (beyond: refused)
+    int max_prompt = 0;   // tokens (0: the model's context minus max_gen)
+    int max_gen = 128;    // generated positions per request
+    bool kv_f16 = false;  // the KV cache in fp16 (half the memory per sequence)
 };
 
 // One request's life: filled by the HTTP side, advanced by the engine thread.
@@ -34,16 +35,20 @@ struct ServerRequest {
     decode::GenerateOptions opt;
     std::vector<int32_t> prompt;
     // Set by the engine (under the engine's lock); `on_step` runs on the engine thread after
-    // each of the request's steps with the committed text prefix so far.
-    std::function<void(const std::string& stable_text)> on_step;
+    // each of the request's steps with the committed text prefix so far, and returns false to
+    // end the request there (a stop sequence was reached): it then finishes as done, with
+    // `stopped` set and `result` the canvas as it stood.
+    std::function<bool(const std::string& stable_text)> on_step;
     // Opt-in diffusion events: after each step, the positions whose token or state changed, as
     // one JSON object {"step", "changes": [{"i", "text", "state"}], "nfe", "committed",
     // "drafts_accepted", "drafts_rejected", "revised", "rows"} (i: generated position).
     std::function<void(const std::string& event_json)> on_event;
-    bool done = false, cancelled = false;
+    bool done = false, cancelled = false, stopped = false;
     std::string error;  // set instead of a result when the generation could not run
     decode::GenerateResult result;
-    std::string text;
+    std::string text;                 // the answer (a stopped request: its committed prefix)
+    int64_t answer_tokens = 0;        // tokens of `text`
+    std::vector<size_t> answer_ends;  // bytes of `text` the first 1, 2, ... of them decode to
     std::condition_variable cv;
 };
 
@@ -74,6 +79,11 @@ class ServerEngine {
     int active() const;
     const ServerLimits& limits() const { return limits_; }
     int n_pos() const { return n_pos_; }
+    // The KV cache: all sequences, and one sequence's share (max_prompt + max_gen positions).
+    size_t kv_bytes() const { return session_->kv_bytes(); }
+    size_t kv_bytes_per_sequence() const {
+        return kv_bytes() / static_cast<size_t>(limits_.parallel);
+    }
 
   private:
     struct Live {
@@ -85,7 +95,7 @@ class ServerEngine {
     };
     std::string step_event(Live& l) const;
     void loop();
-    std::string stable_text(const Live& l) const;
+    std::vector<int32_t> stable_ids(const Live& l) const;
 
     const LoadedModel& lm_;
     ServerLimits limits_;
