@@ -27,7 +27,7 @@ if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
 
 pkgs="build-essential cmake pkg-config libhwy-dev libpcre2-dev libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcpp-httplib-dev clang-format python3"
 if [ "$web" -eq 1 ]; then
-    pkgs="$pkgs chromium chromium-driver python3-selenium"
+    pkgs="$pkgs chromium chromium-driver python3-selenium curl"
 fi
 if [ "$bench" -eq 1 ]; then
     pkgs="$pkgs python3-matplotlib"

@@ -79,19 +79,23 @@ struct Server {
     ~Server() { stop(); }
 };
 
-// The same request through the library alone.
-std::string alone(const std::string& prompt, uint64_t seed, double temperature) {
+// The same request through the library alone (the server's defaults: dual-cache, threshold 0.9,
+// block 8, 32 positions, one token per step otherwise).
+std::string alone(const std::string& prompt, uint64_t seed, double temperature,
+                  const std::string& policy = "dual-cache", int gen = 32, double threshold = 0.9,
+                  int lookahead = -1) {
     auto lm = tools::load_model(model());
     runtime::ThreadPool pool(1);
     auto dev = runtime::make_cpu_device(pool);
     decode::GenerateOptions o;
-    o.gen = 32;
-    o.block = 8;
-    o.steps = 32;
-    o.threshold = 0.9;
+    o.gen = gen;
+    o.block = std::min(8, gen);
+    o.steps = gen;
+    o.threshold = threshold;
     o.seed = seed;
     o.temperature = temperature;
-    auto p = decode::make_policy("dual-cache", *lm.model, *dev, o, lm.ids);
+    o.lookahead = lookahead;
+    auto p = decode::make_policy(policy, *lm.model, *dev, o, lm.ids);
     const auto r = p->generate(lm.tok->encode(prompt, lm.tok->add_bos_default(), false));
     return lm.tok->decode(r.answer(lm.ids), false);
 }
@@ -145,6 +149,44 @@ TEST(Server, AnswersAreTheLibrarysAloneOrBatched) {
         t.join();
     for (int i = 0; i < 4; ++i)
         EXPECT_EQ(got[i], alone(kPrompts[i], 10 + i, 1.0)) << kPrompts[i];
+    // Requests of different policies and lengths in one step: each still gives its text alone.
+    // (mbsd with a fixed lookahead: auto sizes it from a timing, which varies between runs.)
+    struct Mixed {
+        std::string policy;
+        int gen;
+        double threshold;
+        int lookahead;
+    };
+    const Mixed mixed[] = {{"vanilla", 32, 0.0, -1},
+                           {"threshold", 16, 0.7, -1},
+                           {"need", 24, 0.9, -1},
+                           {"mbsd", 32, 0.9, 8}};
+    std::vector<std::string> got_mixed(4);
+    ts.clear();
+    for (int i = 0; i < 4; ++i) {
+        ts.emplace_back([&, i] {
+            httplib::Client ci("127.0.0.1", s.port);
+            const json body = {{"prompt", kPrompts[i]},     {"max_tokens", mixed[i].gen},
+                               {"policy", mixed[i].policy}, {"threshold", mixed[i].threshold},
+                               {"temperature", 1.0},        {"seed", 20 + i}};
+            auto r = ci.Post("/v1/completions", body.dump(), "application/json");
+            if (r && r->status == 200) got_mixed[i] = json::parse(r->body)["choices"][0]["text"];
+        });
+    }
+    for (auto& t : ts)
+        t.join();
+    for (int i = 0; i < 4; ++i) {
+        EXPECT_EQ(got_mixed[i], alone(kPrompts[i], 20 + i, 1.0, mixed[i].policy, mixed[i].gen,
+                                      mixed[i].threshold, mixed[i].lookahead))
+            << mixed[i].policy;
+    }
+    // mbsd's lookahead auto is sized from the host's forward cost, measured at the first such
+    // request.
+    auto la = c.Post("/v1/completions",
+                     json{{"prompt", kPrompts[0]}, {"max_tokens", 32}, {"policy", "mbsd"}}.dump(),
+                     "application/json");
+    ASSERT_TRUE(la);
+    EXPECT_EQ(la->status, 200) << la->body;
     // usage counts the prompt and the answer.
     auto r = c.Post("/v1/completions", json{{"prompt", kPrompts[0]}, {"max_tokens", 32}}.dump(),
                     "application/json");
@@ -157,7 +199,7 @@ TEST(Server, AnswersAreTheLibrarysAloneOrBatched) {
               j["usage"]["prompt_tokens"].get<int>() + j["usage"]["completion_tokens"].get<int>());
     auto met = c.Get("/metrics");
     ASSERT_TRUE(met);
-    EXPECT_NE(met->body.find("llada_requests_completed_total 5"), std::string::npos) << met->body;
+    EXPECT_NE(met->body.find("llada_requests_completed_total 10"), std::string::npos) << met->body;
 }
 
 // The shipped model declares the plain chat format: a chat whose user message is a task prompt

@@ -270,6 +270,7 @@ int main(int argc, char** argv) {
         if (!args.given("--policy")) dec.policy = "dual-cache";
         dec.finish(args, *lm.model);
         if (!args.given("--threshold") && dec.policy == "dual-cache") dec.opt.threshold = 0.9;
+        dec.set_calibration_file(model_path, threads);
         runtime::ThreadPool pool(threads);
         auto device = devf.make(pool);
         limits.kv_f16 = dec.opt.kernels.kv_f16;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "decode/lookahead.h"
 #include "util/error.h"
 
 namespace llada::tools {
@@ -148,8 +149,16 @@ void ServerEngine::loop() {
             }
             try {
                 const auto cfg = decode::configure_diffusion(r->policy, r->opt);
+                // mbsd's --lookahead auto sizes a sequence's lookahead as if it ran alone, from
+                // the forward cost of one sequence's rows: the device's table, or this host's
+                // calibration (measured once, at the first such request, and cached in the
+                // calibration file when one is set).
+                if (cfg.speculate && r->opt.lookahead < 0 && !cost_) {
+                    cost_ = std::make_unique<decode::ForwardCost>(
+                        decode::lookahead_cost(*session_, r->opt, n_pos_, n_pos_));
+                }
                 auto g = std::make_unique<decode::Generator>(*lm_.model, r->opt, lm_.ids, cfg,
-                                                             r->prompt);
+                                                             r->prompt, cost_.get());
                 sched_->add(*g);
                 live_.push_back({r, std::move(g), 0, {}, {}});
             } catch (const std::exception& e) {

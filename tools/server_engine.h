@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "decode/generator.h"
+#include "decode/lookahead.h"
 #include "decode/scheduler.h"
 #include "tools/common.h"
 
@@ -102,6 +103,7 @@ class ServerEngine {
     int n_pos_ = 0;
     std::unique_ptr<model::Session> session_;
     std::unique_ptr<decode::Scheduler> sched_;
+    std::unique_ptr<decode::ForwardCost> cost_;  // for --lookahead auto, measured when first needed
     mutable std::mutex mu_;
     std::condition_variable wake_;
     std::deque<std::shared_ptr<ServerRequest>> queue_;
