@@ -59,10 +59,6 @@ std::unique_ptr<Model> Model::from_gguf(std::unique_ptr<format::GgufFile> file,
     return m;
 }
 
-void Model::AlignedFree::operator()(uint8_t* p) const {
-    std::free(p);
-}
-
 void Model::load_hparams() {
     const format::GgufFile& f = *file_;
     const std::string where = "model '" + f.path() + "'";
@@ -159,9 +155,8 @@ kernels::WeightView Model::matrix(const std::string& name, int64_t n_cols, int64
         // matrix is read only from the packed copy (the embedding reads single rows).
         const quant::PackedLayout l = quant::packed_layout(t->type, n_rows, n_cols);
         const size_t bytes = (l.total_bytes() + 63) / 64 * 64;
-        uint8_t* buf = static_cast<uint8_t*>(std::aligned_alloc(64, bytes));
-        if (!buf) throw Error("out of memory repacking tensor '" + name + "'");
-        packed_.emplace_back(buf);
+        packed_.push_back(aligned_bytes(bytes, "the repacked copy of tensor '" + name + "'"));
+        uint8_t* buf = packed_.back().get();
         auto pack = [&](int64_t g0, int64_t g1) {
             quant::pack_groups(l, t->data, w.row_bytes, g0, g1, buf + g0 * l.group_bytes);
         };

@@ -12,6 +12,7 @@
 #include "kernels/kernels.h"
 #include "runtime/device.h"
 #include "runtime/plan.h"
+#include "util/aligned.h"
 
 namespace llada::model {
 
@@ -78,10 +79,7 @@ class Model {
     std::vector<float> output_norm_;
     std::vector<LayerWeights> layers_;
     // Q4_0 / Q8_0 matrices repacked for the CPU kernels (quant/packed.h), owned here.
-    struct AlignedFree {
-        void operator()(uint8_t* p) const;
-    };
-    std::vector<std::unique_ptr<uint8_t, AlignedFree>> packed_;
+    std::vector<AlignedBytes> packed_;
     runtime::ThreadPool* load_pool_ = nullptr;
     // RoPE tables [n_ctx][n_rot/2], computed once in double precision.
     std::vector<float> rope_cos_, rope_sin_;

@@ -12,14 +12,11 @@
 #include "runtime/device.h"
 #include "runtime/memory_planner.h"
 #include "runtime/projection.h"
+#include "util/aligned.h"
 #include "util/error.h"
 
 namespace llada::runtime {
 namespace {
-
-struct AlignedFree {
-    void operator()(uint8_t* p) const { std::free(p); }
-};
 
 class CpuCompiledPlan : public CompiledPlan {
   public:
@@ -27,7 +24,8 @@ class CpuCompiledPlan : public CompiledPlan {
         plan_memory(plan_);
         assert(memory_plan_is_valid(plan_));
         const size_t bytes = std::max<size_t>(64, (plan_.arena_bytes + 63) / 64 * 64);
-        arena_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, bytes)));
+        arena_ = aligned_bytes(
+            bytes, "the activation arena (" + std::to_string(plan_.max_rows) + " rows)");
         std::memset(arena_.get(), 0, bytes);
         lm.size_for(plan_, n_threads);
     }
@@ -43,7 +41,7 @@ class CpuCompiledPlan : public CompiledPlan {
 
   private:
     Plan plan_;
-    std::unique_ptr<uint8_t, AlignedFree> arena_;
+    AlignedBytes arena_;
 };
 
 class CpuDevice : public Device {

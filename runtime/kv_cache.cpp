@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <string>
 
+#include "util/aligned.h"
 #include "util/error.h"
 
 namespace llada::runtime {
@@ -17,12 +18,18 @@ KvCache::KvCache(int n_layer, int n_seq, int n_pos, int n_kv_head, int64_t head_
       f16_(f16),
       used_(static_cast<size_t>(n_seq), false) {
     const size_t n = static_cast<size_t>(n_layer) * n_seq * n_pos * n_kv_head * head_dim;
-    if (f16) {
-        k16_.assign(n, 0);
-        v16_.assign(n, 0);
-    } else {
-        k_.assign(n, 0.0f);
-        v_.assign(n, 0.0f);
+    try {
+        if (f16) {
+            k16_.assign(n, 0);
+            v16_.assign(n, 0);
+        } else {
+            k_.assign(n, 0.0f);
+            v_.assign(n, 0.0f);
+        }
+    } catch (const std::bad_alloc&) {
+        throw Error("out of memory: cannot allocate " + mib(2 * n * (f16 ? 2 : 4)) +
+                    " for the KV cache (" + std::to_string(n_seq) + " sequences of " +
+                    std::to_string(n_pos) + " positions); use fewer positions or --kv-f16");
     }
 }
 

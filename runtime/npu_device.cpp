@@ -23,6 +23,7 @@
 #include "runtime/projection.h"
 #include "runtime/swap_runtime.h"
 #include "runtime/window_planner.h"
+#include "util/aligned.h"
 #include "util/error.h"
 
 namespace llada::runtime {
@@ -32,10 +33,6 @@ using npu::Category;
 
 constexpr size_t kExpLutBytes = 64 << 10;  // the fp16 exp table in TCM (docs/npu-facts.md: 64 KiB)
 constexpr size_t kPage = 4096;
-
-struct AlignedFree {
-    void operator()(uint8_t* p) const { std::free(p); }
-};
 
 // The plan as the NPU runs it: rows padded to the largest bucket, NPU matmuls reading the fp16
 // activations directly (the CPU's int8 preparation skipped), attention's exp from the LUT.
@@ -121,7 +118,7 @@ class NpuCompiledPlan : public CompiledPlan {
   public:
     explicit NpuCompiledPlan(NpuPlanModel model) : m(std::move(model)) {
         const size_t bytes = std::max<size_t>(64, (m.plan.arena_bytes + 63) / 64 * 64);
-        arena.reset(static_cast<uint8_t*>(std::aligned_alloc(64, bytes)));
+        arena = aligned_bytes(bytes, "npu-sim's activation arena");
         std::memset(arena.get(), 0, bytes);
         tokens.assign(m.plan.max_rows, 0);
         pos.assign(m.plan.max_rows, 0);
@@ -137,7 +134,7 @@ class NpuCompiledPlan : public CompiledPlan {
     ArenaView view() const { return {&m.plan, arena.get()}; }
 
     NpuPlanModel m;
-    std::unique_ptr<uint8_t, AlignedFree> arena;
+    AlignedBytes arena;
     LmHeadScratch lm;
     NpuScratch scratch;
     std::vector<kernels::RowStats> npu_partial;

@@ -11,17 +11,12 @@
 
 namespace llada::runtime {
 
-void TileWeight::Free::operator()(uint8_t* p) const {
-    std::free(p);
-}
-
 TileWeight convert_to_tiles(CpuOps& ops, const kernels::WeightView& w, quant::TileType type) {
     TileWeight t;
     t.key = w.data;
     t.layout = quant::tile_layout(type, w.n_rows, w.n_cols);
     const size_t bytes = (t.layout.total_bytes() + 63) / 64 * 64;
-    t.host.reset(static_cast<uint8_t*>(std::aligned_alloc(64, bytes)));
-    if (!t.host) throw Error("npu-sim: out of memory converting a weight to tile format");
+    t.host = aligned_bytes(bytes, "npu-sim's tile copy of a weight");
     const int64_t k = w.n_cols;
     const int64_t strips = t.layout.n_strips;
     // A few strips per task, each task with its own float rows.

@@ -11,17 +11,15 @@
 #include "kernels/kernels.h"
 #include "quant/tile.h"
 #include "runtime/cpu_ops.h"
+#include "util/aligned.h"
 
 namespace llada::runtime {
 
 // A model weight converted to a tile format, host copy (the bytes the window receives).
 struct TileWeight {
-    struct Free {
-        void operator()(uint8_t* p) const;
-    };
     const uint8_t* key = nullptr;  // the model weight's data pointer
     quant::TileLayout layout;
-    std::unique_ptr<uint8_t, Free> host;
+    AlignedBytes host;
     size_t bytes() const { return layout.total_bytes(); }
 };
 

@@ -3,9 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <string>
 #include <vector>
 
+#include "runtime/kv_cache.h"
 #include "runtime/thread_pool.h"
+#include "util/aligned.h"
 #include "util/error.h"
 
 using namespace llada;
@@ -39,4 +42,25 @@ TEST(ThreadPool, EveryTaskRunsExactlyOncePerJob) {
 
 TEST(ThreadPool, RejectsZeroThreads) {
     EXPECT_THROW(runtime::ThreadPool(0), Error);
+}
+
+// Allocations too large for the machine are a clear error naming the buffer and its size, not a
+// null pointer written through or a bare std::bad_alloc.
+TEST(Memory, FailedAllocationsNameTheBuffer) {
+    try {
+        llada::aligned_bytes(size_t{1} << 62, "the test's buffer");
+        ADD_FAILURE() << "a 4 EiB allocation succeeded";
+    } catch (const llada::Error& e) {
+        EXPECT_NE(std::string(e.what()).find("out of memory: cannot allocate"), std::string::npos);
+        EXPECT_NE(std::string(e.what()).find("for the test's buffer"), std::string::npos);
+    }
+    try {
+        llada::runtime::KvCache kv(32, 1 << 16, 1 << 16, 8, 128, false);  // 2^50 floats
+        ADD_FAILURE() << "a 2^50-float KV cache was allocated";
+    } catch (const llada::Error& e) {
+        EXPECT_NE(std::string(e.what()).find("for the KV cache (65536 sequences of 65536 "
+                                             "positions)"),
+                  std::string::npos)
+            << e.what();
+    }
 }
