@@ -20,6 +20,7 @@
 #include "tokenizer/chat.h"
 #include "tools/common.h"
 #include "tools/server_engine.h"
+#include "tools/server_request.h"
 #include "util/error.h"
 
 using namespace llada;
@@ -33,155 +34,6 @@ void send_error(httplib::Response& res, int status, const std::string& msg,
     res.set_content(json{{"error", {{"message", msg}, {"type", type}}}}.dump(), "application/json");
 }
 
-// A chat request's `messages`: each an object with a string `role` and a `content` that is a
-// string or an array of {"type": "text", "text": ...} parts (OpenAI's two spellings). Throws
-// llada::Error naming the message and the field.
-std::vector<tokenizer::ChatMessage> parse_messages(const json& body) {
-    if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty())
-        throw Error("'messages' must be a non-empty array");
-    std::vector<tokenizer::ChatMessage> out;
-    for (const auto& m : body["messages"]) {
-        const std::string at = "messages[" + std::to_string(out.size()) + "]";
-        if (!m.is_object()) throw Error("'" + at + "' must be an object");
-        if (!m.contains("role") || !m["role"].is_string())
-            throw Error("'" + at + ".role' must be a string");
-        tokenizer::ChatMessage cm{m["role"], ""};
-        const json c = m.value("content", json());
-        if (c.is_string()) {
-            cm.content = c;
-        } else if (c.is_array()) {
-            for (const auto& part : c) {
-                if (!part.is_object() || part.value("type", "") != "text" ||
-                    !part.contains("text") || !part["text"].is_string())
-                    throw Error("'" + at +
-                                ".content' parts must be {\"type\": \"text\", "
-                                "\"text\": string} (only text is supported)");
-                cm.content += part["text"].get<std::string>();
-            }
-        } else {
-            throw Error("'" + at + ".content' must be a string or an array of text parts");
-        }
-        out.push_back(std::move(cm));
-    }
-    return out;
-}
-
-// The request's decoding options: the server's defaults, then the request's fields. Throws
-// llada::Error naming a field of the wrong type or an unknown one.
-struct Parsed {
-    std::string policy;
-    decode::GenerateOptions opt;
-    bool stream = false;
-    std::vector<std::string> stop;  // stop sequences (OpenAI's `stop`)
-};
-
-// Where the first stop sequence begins in `text` (npos: none).
-size_t find_stop(const std::string& text, const std::vector<std::string>& stop) {
-    size_t at = std::string::npos;
-    for (const auto& s : stop)
-        at = std::min(at, text.find(s));
-    return at;
-}
-
-Parsed parse_options(const json& body, const tools::DecodeFlags& defaults,
-                     const tools::ServerLimits& limits, const std::vector<std::string>& extra) {
-    static const std::vector<std::string> known = {"model",
-                                                   "prompt",
-                                                   "messages",
-                                                   "max_tokens",
-                                                   "temperature",
-                                                   "seed",
-                                                   "stream",
-                                                   "steps",
-                                                   "block",
-                                                   "policy",
-                                                   "threshold",
-                                                   "lookahead",
-                                                   "revise",
-                                                   "n",
-                                                   "top_p",
-                                                   "user",
-                                                   "stop",
-                                                   "frequency_penalty",
-                                                   "presence_penalty",
-                                                   "diffusion_events"};
-    if (!body.is_object()) throw Error("the request body must be a JSON object");
-    for (const auto& [k, v] : body.items()) {
-        if (std::find(known.begin(), known.end(), k) == known.end() &&
-            std::find(extra.begin(), extra.end(), k) == extra.end())
-            throw Error("unknown field '" + k + "'");
-    }
-    Parsed p{defaults.policy, defaults.opt, false};
-    auto num = [&](const char* k, auto& out, double lo, double hi) {
-        if (!body.contains(k)) return;
-        if (!body[k].is_number()) throw Error(std::string("'") + k + "' must be a number");
-        const double v = body[k].get<double>();
-        if (!(v >= lo && v <= hi))
-            throw Error(std::string("'") + k + "' must be in [" + std::to_string(lo) + ", " +
-                        std::to_string(hi) + "]");
-        out = static_cast<std::remove_reference_t<decltype(out)>>(v);
-    };
-    int max_tokens = p.opt.gen;
-    num("max_tokens", max_tokens, 1, limits.max_gen);
-    double seed = static_cast<double>(p.opt.seed);
-    num("seed", seed, 0, 4294967295.0);
-    p.opt.seed = static_cast<uint64_t>(seed);
-    num("temperature", p.opt.temperature, 0.0, 100.0);
-    num("threshold", p.opt.threshold, 0.0, 1.0);
-    num("block", p.opt.block, 1, limits.max_gen);
-    num("lookahead", p.opt.lookahead, 0, limits.max_gen);
-    int steps = 0;
-    num("steps", steps, 1, 1 << 20);
-    if (body.contains("policy")) {
-        if (!body["policy"].is_string()) throw Error("'policy' must be a string");
-        p.policy = body["policy"];
-    }
-    if (body.contains("revise")) {
-        if (!body["revise"].is_boolean()) throw Error("'revise' must be a boolean");
-        p.opt.revise.on = body["revise"];
-    }
-    if (body.contains("stream")) {
-        if (!body["stream"].is_boolean()) throw Error("'stream' must be a boolean");
-        p.stream = body["stream"];
-    }
-    if (body.contains("stop") && !body["stop"].is_null()) {
-        const json& s = body["stop"];
-        const char* what = "'stop' must be a string or an array of at most 4 non-empty strings";
-        if (s.is_string()) {
-            p.stop.push_back(s);
-        } else if (s.is_array() && s.size() <= 4) {
-            for (const auto& e : s) {
-                if (!e.is_string()) throw Error(what);
-                p.stop.push_back(e);
-            }
-        } else {
-            throw Error(what);
-        }
-        for (const auto& e : p.stop) {
-            if (e.empty()) throw Error(what);
-        }
-    }
-    // Accepted at the values that mean "off"; anything else would be silently ignored.
-    double top_p = 1.0, frequency_penalty = 0.0, presence_penalty = 0.0;
-    num("top_p", top_p, 0.0, 1.0);
-    num("frequency_penalty", frequency_penalty, -2.0, 2.0);
-    num("presence_penalty", presence_penalty, -2.0, 2.0);
-    if (top_p != 1.0) throw Error("'top_p' other than 1 is not supported");
-    if (frequency_penalty != 0.0 || presence_penalty != 0.0)
-        throw Error("'frequency_penalty' and 'presence_penalty' other than 0 are not supported");
-    if (body.contains("user") && !body["user"].is_string()) throw Error("'user' must be a string");
-    if (body.contains("n") && !(body["n"].is_number_integer() && body["n"] == 1))
-        throw Error("'n' other than 1 is not supported (use test-time scaling in llada-cli)");
-    // The generated length is the requested tokens rounded up to a whole number of blocks.
-    if (p.opt.block > max_tokens) p.opt.block = max_tokens;
-    p.opt.gen = (max_tokens + p.opt.block - 1) / p.opt.block * p.opt.block;
-    if (p.opt.gen > limits.max_gen)
-        throw Error("max_tokens rounded up to whole blocks exceeds the server's --max-gen");
-    p.opt.steps = steps > 0 ? steps : p.opt.gen;
-    if (p.policy == "ar") throw Error("policy 'ar' is not served (diffusion policies only)");
-    return p;
-}
-
 // A finished request's answer as the client gets it: cut before the first stop sequence, and
 // why it ended: "stop" (a stop sequence or the end of text), "length" (max_tokens reached).
 struct Final {
@@ -192,7 +44,7 @@ struct Final {
 
 Final final_text(const tools::ServerRequest& r, const std::vector<std::string>& stop) {
     Final f{r.text, r.answer_tokens, "stop"};
-    const size_t cut = find_stop(r.text, stop);
+    const size_t cut = tools::find_stop(r.text, stop);
     if (cut != std::string::npos) {
         f.text = r.text.substr(0, cut);
         // The tokens up to and including the one the stop sequence starts in.
@@ -371,7 +223,8 @@ int main(int argc, char** argv) {
             bool stream = false;
             std::vector<std::string> stop;
             try {
-                const Parsed p = parse_options(body, dec, engine.limits(), {});
+                const tools::ParsedRequest p =
+                    tools::parse_request(body, dec.policy, dec.opt, engine.limits());
                 r->policy = p.policy;
                 r->opt = p.opt;
                 stream = p.stream;
@@ -384,7 +237,7 @@ int main(int argc, char** argv) {
                                           "/v1/chat/completions (" +
                                               chat_error + "); use /v1/completions");
                     }
-                    text = chat_format->render(parse_messages(body));
+                    text = chat_format->render(tools::parse_messages(body));
                 } else {
                     if (!body.contains("prompt") || !body["prompt"].is_string())
                         throw Error("'prompt' must be a string");
@@ -419,7 +272,7 @@ int main(int argc, char** argv) {
             // A stop sequence ends the generation at the step that commits it.
             if (!stop.empty()) {
                 r->on_step = [stop](const std::string& stable) {
-                    return find_stop(stable, stop) == std::string::npos;
+                    return tools::find_stop(stable, stop) == std::string::npos;
                 };
             }
             if (!stream) {
@@ -475,7 +328,7 @@ int main(int argc, char** argv) {
                 hold = std::max(hold, e.size() - 1);
             r->on_step = [st, chunk_of, stop, hold](const std::string& stable) {
                 std::lock_guard<std::mutex> lock(st->mu);
-                const size_t cut = find_stop(stable, stop);
+                const size_t cut = tools::find_stop(stable, stop);
                 size_t end = cut != std::string::npos ? cut
                              : stable.size() > hold   ? stable.size() - hold
                                                       : 0;

@@ -1,0 +1,148 @@
+// Parsing llada-server's request bodies (tools/server_request.h).
+#include "tools/server_request.h"
+
+#include <algorithm>
+#include <type_traits>
+
+#include "util/error.h"
+
+namespace llada::tools {
+
+using json = nlohmann::json;
+
+std::vector<tokenizer::ChatMessage> parse_messages(const json& body) {
+    if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty())
+        throw Error("'messages' must be a non-empty array");
+    std::vector<tokenizer::ChatMessage> out;
+    for (const auto& m : body["messages"]) {
+        const std::string at = "messages[" + std::to_string(out.size()) + "]";
+        if (!m.is_object()) throw Error("'" + at + "' must be an object");
+        if (!m.contains("role") || !m["role"].is_string())
+            throw Error("'" + at + ".role' must be a string");
+        tokenizer::ChatMessage cm{m["role"], ""};
+        const json c = m.value("content", json());
+        if (c.is_string()) {
+            cm.content = c;
+        } else if (c.is_array()) {
+            for (const auto& part : c) {
+                if (!part.is_object() || part.value("type", "") != "text" ||
+                    !part.contains("text") || !part["text"].is_string())
+                    throw Error("'" + at +
+                                ".content' parts must be {\"type\": \"text\", "
+                                "\"text\": string} (only text is supported)");
+                cm.content += part["text"].get<std::string>();
+            }
+        } else {
+            throw Error("'" + at + ".content' must be a string or an array of text parts");
+        }
+        out.push_back(std::move(cm));
+    }
+    return out;
+}
+
+size_t find_stop(const std::string& text, const std::vector<std::string>& stop) {
+    size_t at = std::string::npos;
+    for (const auto& s : stop)
+        at = std::min(at, text.find(s));
+    return at;
+}
+
+ParsedRequest parse_request(const json& body, const std::string& default_policy,
+                            const decode::GenerateOptions& defaults, const ServerLimits& limits) {
+    static const std::vector<std::string> known = {"model",
+                                                   "prompt",
+                                                   "messages",
+                                                   "max_tokens",
+                                                   "temperature",
+                                                   "seed",
+                                                   "stream",
+                                                   "steps",
+                                                   "block",
+                                                   "policy",
+                                                   "threshold",
+                                                   "lookahead",
+                                                   "revise",
+                                                   "n",
+                                                   "top_p",
+                                                   "user",
+                                                   "stop",
+                                                   "frequency_penalty",
+                                                   "presence_penalty",
+                                                   "diffusion_events"};
+    if (!body.is_object()) throw Error("the request body must be a JSON object");
+    for (const auto& [k, v] : body.items()) {
+        if (std::find(known.begin(), known.end(), k) == known.end())
+            throw Error("unknown field '" + k + "'");
+    }
+    ParsedRequest p{default_policy, defaults, false, {}};
+    auto num = [&](const char* k, auto& out, double lo, double hi) {
+        if (!body.contains(k)) return;
+        if (!body[k].is_number()) throw Error(std::string("'") + k + "' must be a number");
+        const double v = body[k].get<double>();
+        if (!(v >= lo && v <= hi))
+            throw Error(std::string("'") + k + "' must be in [" + std::to_string(lo) + ", " +
+                        std::to_string(hi) + "]");
+        out = static_cast<std::remove_reference_t<decltype(out)>>(v);
+    };
+    int max_tokens = p.opt.gen;
+    num("max_tokens", max_tokens, 1, limits.max_gen);
+    double seed = static_cast<double>(p.opt.seed);
+    num("seed", seed, 0, 4294967295.0);
+    p.opt.seed = static_cast<uint64_t>(seed);
+    num("temperature", p.opt.temperature, 0.0, 100.0);
+    num("threshold", p.opt.threshold, 0.0, 1.0);
+    num("block", p.opt.block, 1, limits.max_gen);
+    num("lookahead", p.opt.lookahead, 0, limits.max_gen);
+    int steps = 0;
+    num("steps", steps, 1, 1 << 20);
+    if (body.contains("policy")) {
+        if (!body["policy"].is_string()) throw Error("'policy' must be a string");
+        p.policy = body["policy"];
+    }
+    if (body.contains("revise")) {
+        if (!body["revise"].is_boolean()) throw Error("'revise' must be a boolean");
+        p.opt.revise.on = body["revise"];
+    }
+    if (body.contains("stream")) {
+        if (!body["stream"].is_boolean()) throw Error("'stream' must be a boolean");
+        p.stream = body["stream"];
+    }
+    if (body.contains("stop") && !body["stop"].is_null()) {
+        const json& s = body["stop"];
+        const char* what = "'stop' must be a string or an array of at most 4 non-empty strings";
+        if (s.is_string()) {
+            p.stop.push_back(s);
+        } else if (s.is_array() && s.size() <= 4) {
+            for (const auto& e : s) {
+                if (!e.is_string()) throw Error(what);
+                p.stop.push_back(e);
+            }
+        } else {
+            throw Error(what);
+        }
+        for (const auto& e : p.stop) {
+            if (e.empty()) throw Error(what);
+        }
+    }
+    // Accepted at the values that mean "off"; anything else would be silently ignored.
+    double top_p = 1.0, frequency_penalty = 0.0, presence_penalty = 0.0;
+    num("top_p", top_p, 0.0, 1.0);
+    num("frequency_penalty", frequency_penalty, -2.0, 2.0);
+    num("presence_penalty", presence_penalty, -2.0, 2.0);
+    if (top_p != 1.0) throw Error("'top_p' other than 1 is not supported");
+    if (frequency_penalty != 0.0 || presence_penalty != 0.0)
+        throw Error("'frequency_penalty' and 'presence_penalty' other than 0 are not supported");
+    if (body.contains("user") && !body["user"].is_string()) throw Error("'user' must be a string");
+    if (body.contains("n") && !(body["n"].is_number_integer() && body["n"] == 1))
+        throw Error("'n' other than 1 is not supported (use test-time scaling in llada-cli)");
+    // The generated length is the requested tokens rounded up to a whole number of blocks.
+    if (p.opt.block > max_tokens) p.opt.block = max_tokens;
+    p.opt.gen = (max_tokens + p.opt.block - 1) / p.opt.block * p.opt.block;
+    if (p.opt.gen > limits.max_gen)
+        throw Error("max_tokens rounded up to whole blocks exceeds the server's --max-gen");
+    p.opt.steps = steps > 0 ? steps : p.opt.gen;
+    if (p.policy == "ar") throw Error("policy 'ar' is not served (diffusion policies only)");
+    return p;
+}
+
+}  // namespace llada::tools
