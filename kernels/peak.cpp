@@ -54,11 +54,17 @@ double FmaLoop(int64_t iters, float* sink) {
 // Independent u8 x s8 dot-product chains (vpdpbusd on AVX-512 VNNI, vpmaddubsw + vpmaddwd on
 // AVX2/AVX-512BW, plain multiplies elsewhere): the ceiling of the quantised matmuls. Returns the
 // int8 operations done (2 per multiply-accumulate).
-#if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX3_DL
+// (Clang: Highway's target attribute wins over pragmas, so the functions name the whole target.)
+#if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX3_DL && defined(__clang__)
+#define LLADA_VNNI_FN __attribute__((target(HWY_TARGET_STR ",avx512vnni")))
+#elif HWY_ARCH_X86 && HWY_TARGET == HWY_AVX3_DL
 #pragma GCC push_options
 #pragma GCC target("avx512vnni")
+#define LLADA_VNNI_FN
+#else
+#define LLADA_VNNI_FN
 #endif
-double Int8Loop(int64_t iters, float* sink) {
+LLADA_VNNI_FN double Int8Loop(int64_t iters, float* sink) {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
     __m512i a[12];
     for (int i = 0; i < 12; ++i)
@@ -114,7 +120,7 @@ double Int8Loop(int64_t iters, float* sink) {
 // chains, then per chain one int-to-float, one scale multiply and one FMA, plus the two groups'
 // fp16 scales widened. Counts the int8 operations of the vpdpbusd only, so its ratio to
 // int8_ops is the share of the raw rate such a kernel can reach. Other targets: the raw loop.
-double Int8BlockLoop(int64_t iters, float* sink) {
+LLADA_VNNI_FN double Int8BlockLoop(int64_t iters, float* sink) {
 #if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX3_DL
     constexpr int kBlocks = 8, kRows = 6;
     constexpr size_t kBlockBytes = 32 + 8 * 64;  // 16 fp16 scales, then 8 steps of 64 bytes
@@ -182,9 +188,10 @@ double Int8BlockLoop(int64_t iters, float* sink) {
     return Int8Loop(iters, sink);
 #endif
 }
-#if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX3_DL
+#if HWY_ARCH_X86 && HWY_TARGET == HWY_AVX3_DL && !defined(__clang__)
 #pragma GCC pop_options
 #endif
+#undef LLADA_VNNI_FN
 
 // Sums `n` floats (streaming reads); returns the bytes read.
 double ReadLoop(const float* data, int64_t n, float* sink) {

@@ -101,17 +101,29 @@ HWY_INLINE int32_t Load4(const int8_t* p) {
     return v;
 }
 
+#if !(HWY_ARCH_X86 && HWY_TARGET == HWY_AVX3_DL)
+#define LLADA_VNNI_FN
+#endif
+
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
 // ---- AVX-512: 16 int32 lanes = the group's 16 output columns ----
 #if HWY_TARGET == HWY_AVX3_DL
 // Highway 1.0's AVX3_DL target string names the VEX AVX-VNNI but not AVX512-VNNI, which the
 // CPUs it selects (Ice Lake and later) have; enable it for the kernels below.
+// GCC: a pragma over the region. Clang ignores GCC's pragma and lets Highway's own target
+// attribute win over a pushed one, so there each function of the region names the whole target
+// (LLADA_VNNI_FN: Highway's string plus avx512vnni).
+#if defined(__clang__)
+#define LLADA_VNNI_FN __attribute__((target(HWY_TARGET_STR ",avx512vnni")))
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512vnni")
+#define LLADA_VNNI_FN
+#endif
 #define LLADA_POP_VNNI 1
 #endif
 
-HWY_INLINE __m512i DotU8S8(__m512i acc, __m512i u, __m512i s) {
+LLADA_VNNI_FN HWY_INLINE __m512i DotU8S8(__m512i acc, __m512i u, __m512i s) {
 #if HWY_TARGET == HWY_AVX3_DL
     return _mm512_dpbusd_epi32(acc, u, s);
 #else
@@ -121,8 +133,9 @@ HWY_INLINE __m512i DotU8S8(__m512i acc, __m512i u, __m512i s) {
 }
 
 template <int MR, bool Q4>
-HWY_INLINE void TileQ(const ActRows& x, const uint8_t* HWY_RESTRICT group,
-                      const quant::PackedLayout& l, float* HWY_RESTRICT y, int64_t ldy, int nr) {
+LLADA_VNNI_FN HWY_INLINE void TileQ(const ActRows& x, const uint8_t* HWY_RESTRICT group,
+                                    const quant::PackedLayout& l, float* HWY_RESTRICT y,
+                                    int64_t ldy, int nr) {
     __m512 acc[MR];
     for (int m = 0; m < MR; ++m)
         acc[m] = _mm512_setzero_ps();
@@ -179,9 +192,9 @@ HWY_INLINE void TileQ(const ActRows& x, const uint8_t* HWY_RESTRICT group,
 constexpr int kMR2 = 6;
 
 template <int MR, bool Q4>
-HWY_INLINE void TileQ2(const ActRows& x, const uint8_t* HWY_RESTRICT g0,
-                       const uint8_t* HWY_RESTRICT g1, const quant::PackedLayout& l,
-                       const uint8_t* next, float* HWY_RESTRICT y, int64_t ldy) {
+LLADA_VNNI_FN HWY_INLINE void TileQ2(const ActRows& x, const uint8_t* HWY_RESTRICT g0,
+                                     const uint8_t* HWY_RESTRICT g1, const quant::PackedLayout& l,
+                                     const uint8_t* next, float* HWY_RESTRICT y, int64_t ldy) {
     __m512 acc[MR][2];
     for (int m = 0; m < MR; ++m)
         acc[m][0] = acc[m][1] = _mm512_setzero_ps();
@@ -251,9 +264,9 @@ HWY_INLINE void TileQ2(const ActRows& x, const uint8_t* HWY_RESTRICT g0,
 }
 // One tile of h rows (1 <= h <= MR) through the instantiation of that height.
 template <int MR, bool Q4>
-HWY_INLINE void TileQ2N(int h, const ActRows& x, const uint8_t* HWY_RESTRICT g0,
-                        const uint8_t* HWY_RESTRICT g1, const quant::PackedLayout& l,
-                        const uint8_t* next, float* HWY_RESTRICT y, int64_t ldy) {
+LLADA_VNNI_FN HWY_INLINE void TileQ2N(int h, const ActRows& x, const uint8_t* HWY_RESTRICT g0,
+                                      const uint8_t* HWY_RESTRICT g1, const quant::PackedLayout& l,
+                                      const uint8_t* next, float* HWY_RESTRICT y, int64_t ldy) {
     if constexpr (MR > 1) {
         if (h < MR) return TileQ2N<MR - 1, Q4>(h, x, g0, g1, l, next, y, ldy);
     }
@@ -356,8 +369,8 @@ constexpr int kMR = 1;
 #endif
 
 template <bool Q4>
-void MatmulPackedT(const uint8_t* xq, int64_t m_rows, const WeightView& w, float* y, int64_t ldy,
-                   int64_t n0, int64_t n1) {
+LLADA_VNNI_FN void MatmulPackedT(const uint8_t* xq, int64_t m_rows, const WeightView& w, float* y,
+                                 int64_t ldy, int64_t n0, int64_t n1) {
     const quant::PackedLayout l = quant::packed_layout(w.type, w.n_rows, w.n_cols);
     const quant::ActLayout a = quant::act_layout(w.n_cols);
     const auto rows_at = [&](int64_t m) { return ActRows{xq + m * a.row_bytes, a.row_bytes}; };
@@ -392,8 +405,8 @@ void MatmulPackedT(const uint8_t* xq, int64_t m_rows, const WeightView& w, float
     }
 }
 
-void MatmulPacked(const uint8_t* xq, int64_t m_rows, const WeightView& w, float* y, int64_t ldy,
-                  int64_t n0, int64_t n1) {
+LLADA_VNNI_FN void MatmulPacked(const uint8_t* xq, int64_t m_rows, const WeightView& w, float* y,
+                                int64_t ldy, int64_t n0, int64_t n1) {
     if (w.type == format::TensorType::Q4_0) {
         MatmulPackedT<true>(xq, m_rows, w, y, ldy, n0, n1);
     } else {
@@ -401,11 +414,12 @@ void MatmulPacked(const uint8_t* xq, int64_t m_rows, const WeightView& w, float*
     }
 }
 
-#if defined(LLADA_POP_VNNI)
+#if defined(LLADA_POP_VNNI) && !defined(__clang__)
 #pragma GCC pop_options
-#undef LLADA_POP_VNNI
 #endif
+#undef LLADA_POP_VNNI
 #undef LLADA_HAVE_TILE_Q2
+#undef LLADA_VNNI_FN
 
 }  // namespace HWY_NAMESPACE
 }  // namespace llada::kernels

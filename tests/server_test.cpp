@@ -417,7 +417,12 @@ TEST(Server, BadRequestsAreNamedAndAFullServerSays503) {
               std::string::npos);
     EXPECT_NE(err(R"({"prompt": "x", "max_tokens": 999})").find("'max_tokens' must be in"),
               std::string::npos);
-    EXPECT_NE(err(R"({"prompt": "x", "policy": "nope"})").find("nope"), std::string::npos);
+    const std::string nope = err(R"({"prompt": "x", "policy": "nope"})");
+    EXPECT_NE(nope.find("'policy' 'nope' is not one of"), std::string::npos) << nope;
+    EXPECT_NE(nope.find("dual-cache"), std::string::npos) << nope;
+    EXPECT_NE(err(R"({"prompt": "x", "stream": true, "diffusion_events": "yes"})")
+                  .find("'diffusion_events' must be a boolean"),
+              std::string::npos);
     // One sequence and no queue: of several requests at once, the ones that find it busy get
     // 503 with Retry-After; every one is answered.
     std::atomic<int> ok{0}, busy{0};

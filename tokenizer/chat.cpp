@@ -117,7 +117,7 @@ const char* ChatTemplate::name() const {
     return "?";
 }
 
-std::string ChatTemplate::render(const std::vector<ChatMessage>& messages) const {
+std::vector<ChatPart> ChatTemplate::render_parts(const std::vector<ChatMessage>& messages) const {
     if (messages.empty()) throw Error("a chat needs at least one message");
     for (size_t i = 0; i < messages.size(); ++i) {
         const std::string& r = messages[i].role;
@@ -126,26 +126,77 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& messages) const
                         "'; the roles are system, user and assistant");
         }
     }
-    std::string out;
+    std::vector<ChatPart> out;
+    auto text = [&](std::string t) { out.push_back({std::move(t), false}); };
+    auto marker = [&](const char* m) { out.push_back({m, true}); };
     switch (format_) {
         case ChatFormat::Plain:
             for (const auto& m : messages)
-                out += m.content;
-            return out;
+                text(m.content);
+            break;
         case ChatFormat::Llama3:
             for (const auto& m : messages) {
-                out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + trim(m.content) +
-                       "<|eot_id|>";
+                marker("<|start_header_id|>");
+                text(m.role);
+                marker("<|end_header_id|>");
+                text("\n\n" + trim(m.content));
+                marker("<|eot_id|>");
             }
-            return out + "<|start_header_id|>assistant<|end_header_id|>\n\n";
+            marker("<|start_header_id|>");
+            text("assistant");
+            marker("<|end_header_id|>");
+            text("\n\n");
+            break;
         case ChatFormat::ChatML:
-            if (!default_system_.empty() && messages[0].role != "system")
-                out += "<|im_start|>system\n" + default_system_ + "<|im_end|>\n";
-            for (const auto& m : messages)
-                out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
-            return out + "<|im_start|>assistant\n";
+            if (!default_system_.empty() && messages[0].role != "system") {
+                marker("<|im_start|>");
+                text("system\n" + default_system_);
+                marker("<|im_end|>");
+                text("\n");
+            }
+            for (const auto& m : messages) {
+                marker("<|im_start|>");
+                text(m.role + "\n" + m.content);
+                marker("<|im_end|>");
+                text("\n");
+            }
+            marker("<|im_start|>");
+            text("assistant\n");
+            break;
     }
     return out;
+}
+
+std::string ChatTemplate::render(const std::vector<ChatMessage>& messages) const {
+    std::string out;
+    for (const auto& p : render_parts(messages))
+        out += p.text;
+    return out;
+}
+
+std::vector<int32_t> ChatTemplate::encode(const Tokenizer& tok,
+                                          const std::vector<ChatMessage>& messages) const {
+    std::vector<int32_t> ids;
+    if (tok.add_bos_default() && tok.bos() >= 0) ids.push_back(tok.bos());
+    std::string pending;  // text between two markers, encoded as one fragment
+    auto flush = [&] {
+        if (pending.empty()) return;
+        const auto t = tok.encode(pending, false, false);
+        ids.insert(ids.end(), t.begin(), t.end());
+        pending.clear();
+    };
+    for (const auto& p : render_parts(messages)) {
+        if (!p.marker) {
+            pending += p.text;
+            continue;
+        }
+        flush();
+        const int32_t id = tok.find_token(p.text);
+        if (id < 0) throw Error("the vocabulary has no " + p.text + " token");
+        ids.push_back(id);
+    }
+    flush();
+    return ids;
 }
 
 }  // namespace llada::tokenizer

@@ -32,6 +32,14 @@ struct ChatMessage {
 
 enum class ChatFormat { Plain, Llama3, ChatML };
 
+// A piece of a rendered chat: the format's own markers (special tokens such as <|eot_id|>) and
+// everything else (roles, newlines, contents). Encoding markers as special tokens and the rest
+// as plain text keeps a message that contains a marker's text from forging a turn.
+struct ChatPart {
+    std::string text;
+    bool marker = false;
+};
+
 class ChatTemplate {
   public:
     // Recognises a template's text; throws llada::Error when it is empty ("the model declares no
@@ -48,6 +56,14 @@ class ChatTemplate {
     // The prompt for `messages` followed by the assistant's prefix (generation prompt). Throws
     // llada::Error on an empty conversation or a role other than system, user or assistant.
     std::string render(const std::vector<ChatMessage>& messages) const;
+    // The same text in pieces (concatenated, exactly render()'s).
+    std::vector<ChatPart> render_parts(const std::vector<ChatMessage>& messages) const;
+    // The prompt's token ids: the markers as their special tokens, the text between them encoded
+    // with special-token parsing off (so "<|im_end|>" typed in a message stays text), BOS first
+    // when the tokenizer adds one. Equal to encoding render() with special tokens parsed
+    // whenever no message contains a marker's text (tested).
+    std::vector<int32_t> encode(const Tokenizer& tok,
+                                const std::vector<ChatMessage>& messages) const;
 
   private:
     ChatFormat format_ = ChatFormat::Plain;

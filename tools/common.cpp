@@ -57,12 +57,17 @@ LoadedModel load_model(const std::string& path) {
     return lm;
 }
 
-std::string chat_wrap(const tokenizer::Tokenizer& tok, const std::string& user) {
+std::vector<int32_t> chat_encode(const tokenizer::Tokenizer& tok, const std::string& user) {
     try {
-        return tokenizer::ChatTemplate::from_tokenizer(tok).render({{"user", user}});
+        return tokenizer::ChatTemplate::from_tokenizer(tok).encode(tok, {{"user", user}});
     } catch (const Error& e) {
         throw Error(std::string("--chat: ") + e.what());
     }
+}
+
+std::vector<int32_t> problem_ids(const tokenizer::Tokenizer& tok, const std::string& prompt,
+                                 bool chat) {
+    return chat ? chat_encode(tok, prompt) : tok.encode(prompt, tok.add_bos_default(), false);
 }
 
 void DecodeFlags::add_to(ArgTable& args) {

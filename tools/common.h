@@ -38,7 +38,11 @@ LoadedModel load_model(const std::string& path);
 
 // The model's chat format (its file's template, tokenizer/chat.h) around one user message; throws
 // llada::Error (prefixed "--chat: ") when the model declares none or one llada.cpp does not know.
-std::string chat_wrap(const tokenizer::Tokenizer& tok, const std::string& user);
+std::vector<int32_t> chat_encode(const tokenizer::Tokenizer& tok, const std::string& user);
+// A prompt's ids: chat_encode with `chat`, else the text with BOS as the file says and no
+// special-token parsing.
+std::vector<int32_t> problem_ids(const tokenizer::Tokenizer& tok, const std::string& prompt,
+                                 bool chat);
 
 // The decoding flags of llada-cli and llada-eval, registered on `args` and written into `opt`.
 struct DecodeFlags {

@@ -69,8 +69,8 @@ int main(int argc, char** argv) {
             ids = tools::parse_token_ids(prompt_tokens, "--prompt-tokens");
         } else {
             std::string text = prompt_file.empty() ? prompt : tools::read_file(prompt_file);
-            if (chat) text = tools::chat_wrap(*lm.tok, text);
-            ids = lm.tok->encode(text, lm.tok->add_bos_default(), chat);
+            ids = chat ? tools::chat_encode(*lm.tok, text)
+                       : lm.tok->encode(text, lm.tok->add_bos_default(), false);
         }
 
         runtime::ThreadPool pool(threads);

@@ -217,9 +217,7 @@ int main(int argc, char** argv) {
         if (n_tts < 0) {
             size_t longest = 0;
             for (const auto& pb : problems) {
-                const std::string text = chat ? tools::chat_wrap(*lm.tok, pb.prompt) : pb.prompt;
-                longest =
-                    std::max(longest, lm.tok->encode(text, lm.tok->add_bos_default(), chat).size());
+                longest = std::max(longest, tools::problem_ids(*lm.tok, pb.prompt, chat).size());
             }
             n_tts =
                 tools::resolve_tts(dec, *lm.model, *workers[0].device, static_cast<int>(longest));
@@ -252,9 +250,7 @@ int main(int argc, char** argv) {
             for (size_t i; !failed && (i = next.fetch_add(1)) < problems.size();) {
                 try {
                     const auto& pb = problems[i];
-                    const std::string text =
-                        chat ? tools::chat_wrap(*lm.tok, pb.prompt) : pb.prompt;
-                    const auto ids = lm.tok->encode(text, lm.tok->add_bos_default(), chat);
+                    const auto ids = tools::problem_ids(*lm.tok, pb.prompt, chat);
                     Outcome& o = outcomes[i];
                     if (n_tts > 0) {
                         // N candidates in one batch; the chosen one stands for the problem,

@@ -222,6 +222,7 @@ int main(int argc, char** argv) {
             auto r = std::make_shared<tools::ServerRequest>();
             bool stream = false;
             std::vector<std::string> stop;
+            bool diffusion_events = false;
             try {
                 const tools::ParsedRequest p =
                     tools::parse_request(body, dec.policy, dec.opt, engine.limits());
@@ -229,7 +230,7 @@ int main(int argc, char** argv) {
                 r->opt = p.opt;
                 stream = p.stream;
                 stop = p.stop;
-                std::string text;
+                diffusion_events = p.diffusion_events;
                 if (chat) {
                     if (!chat_format) {
                         return send_error(res, 400,
@@ -237,13 +238,15 @@ int main(int argc, char** argv) {
                                           "/v1/chat/completions (" +
                                               chat_error + "); use /v1/completions");
                     }
-                    text = chat_format->render(tools::parse_messages(body));
+                    // Markers as special tokens, message text as text: a message cannot forge
+                    // a turn by typing a marker.
+                    r->prompt = chat_format->encode(*lm.tok, tools::parse_messages(body));
                 } else {
                     if (!body.contains("prompt") || !body["prompt"].is_string())
                         throw Error("'prompt' must be a string");
-                    text = body["prompt"];
+                    r->prompt = lm.tok->encode(body["prompt"].get<std::string>(),
+                                               lm.tok->add_bos_default(), false);
                 }
-                r->prompt = lm.tok->encode(text, lm.tok->add_bos_default(), chat);
                 if (static_cast<int>(r->prompt.size()) > engine.limits().max_prompt)
                     throw Error("the prompt has " + std::to_string(r->prompt.size()) +
                                 " tokens; the server takes at most " +
@@ -350,7 +353,7 @@ int main(int argc, char** argv) {
             };
             // Opt-in: each step's changed positions as named SSE events ("llada.step"), which
             // OpenAI's clients skip (they read unnamed events).
-            if (body.value("diffusion_events", false)) {
+            if (diffusion_events) {
                 r->on_event = [st](const std::string& e) {
                     std::lock_guard<std::mutex> lock(st->mu);
                     st->events.push_back("event: llada.step\ndata: " + e + "\n\n");

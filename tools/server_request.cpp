@@ -74,7 +74,7 @@ ParsedRequest parse_request(const json& body, const std::string& default_policy,
         if (std::find(known.begin(), known.end(), k) == known.end())
             throw Error("unknown field '" + k + "'");
     }
-    ParsedRequest p{default_policy, defaults, false, {}};
+    ParsedRequest p{default_policy, defaults, false, false, {}};
     auto num = [&](const char* k, auto& out, double lo, double hi) {
         if (!body.contains(k)) return;
         if (!body[k].is_number()) throw Error(std::string("'") + k + "' must be a number");
@@ -98,6 +98,13 @@ ParsedRequest parse_request(const json& body, const std::string& default_policy,
     if (body.contains("policy")) {
         if (!body["policy"].is_string()) throw Error("'policy' must be a string");
         p.policy = body["policy"];
+        const auto names = decode::policy_names();
+        if (std::find(names.begin(), names.end(), p.policy) == names.end()) {
+            std::string list;
+            for (const auto& n : names)
+                list += (list.empty() ? "" : ", ") + n;
+            throw Error("'policy' '" + p.policy + "' is not one of " + list);
+        }
     }
     if (body.contains("revise")) {
         if (!body["revise"].is_boolean()) throw Error("'revise' must be a boolean");
@@ -106,6 +113,11 @@ ParsedRequest parse_request(const json& body, const std::string& default_policy,
     if (body.contains("stream")) {
         if (!body["stream"].is_boolean()) throw Error("'stream' must be a boolean");
         p.stream = body["stream"];
+    }
+    if (body.contains("diffusion_events")) {
+        if (!body["diffusion_events"].is_boolean())
+            throw Error("'diffusion_events' must be a boolean");
+        p.diffusion_events = body["diffusion_events"];
     }
     if (body.contains("stop") && !body["stop"].is_null()) {
         const json& s = body["stop"];

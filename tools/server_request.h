@@ -19,6 +19,7 @@ struct ParsedRequest {
     std::string policy;
     decode::GenerateOptions opt;
     bool stream = false;
+    bool diffusion_events = false;  // opt-in llada.step events on the stream
     std::vector<std::string> stop;  // stop sequences (OpenAI's `stop`)
 };
 

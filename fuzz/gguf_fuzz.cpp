@@ -1,0 +1,40 @@
+// libFuzzer target: the GGUF reader (header, metadata, tensor infos, data bounds) on arbitrary
+// bytes, then what reads a parsed file's metadata: the tokenizer's vocabulary loader and the chat
+// template recogniser. Every rejection must be a llada::Error; anything else (a crash, a
+// sanitizer report, another exception) is a finding.
+#include <cstddef>
+#include <cstdint>
+
+#include "format/gguf.h"
+#include "tokenizer/chat.h"
+#include "tokenizer/tokenizer.h"
+#include "util/error.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+    using namespace llada;
+    std::unique_ptr<format::GgufFile> f;
+    try {
+        f = format::GgufFile::from_memory(data, size, "fuzz.gguf");
+    } catch (const Error&) {
+        return 0;
+    }
+    // Every accessor on every entry must answer or throw llada::Error.
+    for (const auto& kv : f->kvs()) {
+        try {
+            (void)f->opt_string(kv.key);
+        } catch (const Error&) {
+        }
+        try {
+            (void)f->get_string_array(kv.key);
+        } catch (const Error&) {
+        }
+    }
+    try {
+        const auto tok = tokenizer::Tokenizer::from_gguf(*f);
+        const auto ids = tok.encode("Hello, world! 123 <|im_start|>", true, true);
+        (void)tok.decode(ids, true);
+        (void)tokenizer::ChatTemplate::from_tokenizer(tok);
+    } catch (const Error&) {
+    }
+    return 0;
+}

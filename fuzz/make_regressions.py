@@ -1,0 +1,80 @@
+"""Writes the hostile seed inputs under fuzz/regressions/ (committed; ctest replays them through
+every fuzz target in every build, and scripts/fuzz.sh starts from them). Inputs that crashed a
+target once are added to the same folders by hand, named after what they found.
+
+    python3 fuzz/make_regressions.py
+"""
+
+import json
+import os
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def put(target, name, data):
+    d = os.path.join(HERE, "regressions", target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data if isinstance(data, bytes) else data.encode("utf-8", "surrogateescape"))
+
+
+def gstr(s):
+    b = s.encode()
+    return struct.pack("<Q", len(b)) + b
+
+
+def gguf(n_tensors, kvs, infos=b"", data=b"", version=3):
+    return b"GGUF" + struct.pack("<IQQ", version, n_tensors, len(kvs)) + b"".join(kvs) + infos + data
+
+
+def kv_str(k, v):
+    return gstr(k) + struct.pack("<I", 8) + gstr(v)
+
+
+def kv_u32(k, v):
+    return gstr(k) + struct.pack("<II", 4, v)
+
+
+def main():
+    arch = kv_str("general.architecture", "llada")
+    put("gguf", "truncated-header", b"GGUF\x03\x00\x00")
+    put("gguf", "kv-count-2^63", b"GGUF" + struct.pack("<IQQ", 3, 0, 1 << 63))
+    put("gguf", "string-length-2^62", b"GGUF" + struct.pack("<IQQ", 3, 0, 1) +
+        struct.pack("<Q", 1 << 62) + b"key")
+    put("gguf", "array-of-2^40-u32", gguf(0, [gstr("a") + struct.pack("<IIQ", 9, 4, 1 << 40)]))
+    put("gguf", "alignment-zero", gguf(0, [arch, kv_u32("general.alignment", 0)]))
+    info = gstr("t") + struct.pack("<I", 2) + struct.pack("<QQ", 4, 4) + struct.pack("<IQ", 0, 1 << 40)
+    put("gguf", "tensor-offset-past-end", gguf(1, [arch], info, b"\0" * 64))
+    info5 = gstr("t") + struct.pack("<I", 5) + struct.pack("<QQQQQ", 1, 1, 1, 1, 1) + struct.pack("<IQ", 0, 0)
+    put("gguf", "tensor-five-dims", gguf(1, [arch], info5, b"\0" * 64))
+    infom = gstr("t") + struct.pack("<I", 2) + struct.pack("<QQ", 1 << 32, 1 << 32) + struct.pack("<IQ", 0, 0)
+    put("gguf", "tensor-elements-overflow", gguf(1, [arch], infom, b"\0" * 64))
+    toks = gstr("tokenizer.ggml.tokens") + struct.pack("<IIQ", 9, 8, 2) + gstr("a") + gstr("b")
+    put("gguf", "vocab-without-model", gguf(0, [arch, toks, kv_str("tokenizer.ggml.model", "gpt2"),
+                                               kv_u32("tokenizer.ggml.bos_token_id", 99)]))
+
+    texts = [b"\xff\xfe\xc3 invalid \xe2\x82", "<|im_start|><|im_start|>x<|im_end|>".encode(),
+             b" " * 300, "\u3000\u200b\U0001F999 123456789 don't".encode()]
+    for i, t in enumerate(texts):
+        put("tokenizer", f"text-{i}", bytes([i]) + t)
+
+    put("chat", "llama3-only-open", "<|start_header_id|>\0a")
+    put("chat", "chatml-unterminated-system", "<|im_start|>system\\nYou are\0a\0b")
+    put("chat", "many-empty-messages", "{% for message in messages %}{{ message['content'] }}{% endfor %}" + "\0" * 64)
+
+    bodies = {
+        "stop-nested": {"prompt": "x", "stop": [["a"]]},
+        "messages-content-object": {"messages": [{"role": "user", "content": {"text": "x"}}]},
+        "numbers-as-strings": {"prompt": "x", "max_tokens": "32", "seed": -1, "temperature": 1e308},
+        "huge-values": {"prompt": "x", "max_tokens": 1e30, "block": -5, "steps": 0, "lookahead": 1e9},
+        "null-everything": {"prompt": None, "stream": None, "revise": None, "n": None},
+        "events-not-bool": {"prompt": "x", "stream": True, "diffusion_events": "yes"},
+    }
+    for name, b in bodies.items():
+        put("request", name + ".json", json.dumps(b))
+    put("request", "top-level-string.json", '"prompt"')
+
+
+if __name__ == "__main__":
+    main()

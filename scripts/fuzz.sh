@@ -1,0 +1,42 @@
+#!/bin/sh
+# Builds the libFuzzer targets with clang-16 (ASan + UBSan, build-fuzz/), writes the seed corpora
+# and runs every target: `scripts/fuzz.sh [SECONDS]` for a bounded time each (default 30; CI), or
+# `RUNS=1000000 scripts/fuzz.sh` for a number of executions each (the long run of
+# docs/reliability.md). A crash leaves its input in build-fuzz/findings/ and fails the script;
+# put it under fuzz/regressions/<target>/ once fixed, where ctest replays it in every build.
+# Skips (exit 0, with a message) where clang-16 or libFuzzer is not installed.
+set -eu
+cd "$(dirname "$0")/.."
+secs=${1:-30}
+if ! command -v clang++-16 > /dev/null || ! ls /usr/lib/llvm-16/lib/clang/16/lib/linux/libclang_rt.fuzzer-*.a > /dev/null 2>&1; then
+    echo "fuzz.sh: skipped: clang-16 and libfuzzer-16-dev are not installed (scripts/install-deps.sh --fuzz)"
+    exit 0
+fi
+B=${FUZZ_BUILD:-build-fuzz}
+CC=clang-16 CXX=clang++-16 cmake -B "$B" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLLADA_FUZZ=ON \
+    -DLLADA_BUILD_TESTS=OFF > /dev/null
+targets="gguf tokenizer chat request"
+cmake --build "$B" -j2 --target llada-quantize $(for t in $targets; do printf '%s_fuzz ' "$t"; done) > /dev/null
+rm -rf "$B/corpus"
+python3 fuzz/make_corpus.py "$B/corpus" "$B/bin"
+mkdir -p "$B/findings"
+status=0
+for t in $targets; do
+    max_len=4096
+    [ "$t" = gguf ] && max_len=1048576
+    if [ -n "${RUNS:-}" ]; then limit="-runs=$RUNS"; else limit="-max_total_time=$secs"; fi
+    # The corpus folder grows with what the run finds; the regressions seed it too.
+    log="$B/findings/$t.log"
+    if "$B/bin/${t}_fuzz" "$limit" -max_len="$max_len" -rss_limit_mb=4096 -timeout=10 \
+        -artifact_prefix="$B/findings/$t-" -print_final_stats=1 \
+        "$B/corpus/$t" "fuzz/regressions/$t" > "$log" 2>&1; then
+        runs=$(awk '/stat::number_of_executed_units/{print $2}' "$log")
+        secs_run=$(awk '/^Done [0-9]+ runs in/{print $5}' "$log")
+        echo "fuzz.sh: $t: $runs executions in ${secs_run:-?} s, no crash"
+    else
+        echo "fuzz.sh: $t: FAILED, see $log and $B/findings/$t-*"
+        tail -30 "$log"
+        status=1
+    fi
+done
+exit $status
