@@ -65,7 +65,11 @@ bool valid_utf8(const std::string& s) {
     size_t i = 0;
     while (i < s.size()) {
         const auto c = static_cast<unsigned char>(s[i]);
-        const int n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+        const int n = c < 0x80         ? 1
+                      : (c >> 5) == 6  ? 2
+                      : (c >> 4) == 14 ? 3
+                      : (c >> 3) == 30 ? 4
+                                       : 0;
         if (n == 0 || i + n > s.size()) return false;
         for (int k = 1; k < n; ++k) {
             if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return false;
@@ -78,8 +82,8 @@ bool valid_utf8(const std::string& s) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-    static const char* kPre[] = {"default", "gpt-2", "llama-bpe", "qwen2", "deepseek-llm",
-                                 "deepseek-coder", "starcoder", "falcon"};
+    static const char* kPre[] = {"default",      "gpt-2",          "llama-bpe", "qwen2",
+                                 "deepseek-llm", "deepseek-coder", "starcoder", "falcon"};
     static std::vector<Vocab> vocabs = [] {
         std::vector<Vocab> v;
         for (const char* p : kPre)

@@ -341,7 +341,34 @@ HWY_INLINE void TileQ(const ActRows& x, const uint8_t* HWY_RESTRICT group,
 constexpr int kMR = 4;
 
 #else
-// ---- Portable: plain loops over the packed layout ----
+// ---- Portable (NEON on Arm, the x86 targets below AVX2): Highway over the packed layout ----
+
+// The exact int32 dot product of a block's 32 int8 weights and activations: widened to int16
+// and multiplied pairwise into int32 lanes (NEON's vmull/vpadal), one lane sum at the end.
+HWY_INLINE int32_t DotBlock(const int8_t* HWY_RESTRICT w, const int8_t* HWY_RESTRICT x) {
+#if HWY_TARGET == HWY_SCALAR
+    int32_t isum = 0;
+    for (int i = 0; i < quant::kQK; ++i)
+        isum += w[i] * x[i];
+    return isum;
+#else
+    const hn::ScalableTag<int16_t> d16;
+    const hn::Rebind<int8_t, decltype(d16)> d8;
+    const hn::Repartition<int32_t, decltype(d16)> d32;
+    const int N = static_cast<int>(hn::Lanes(d16));
+    auto s0 = hn::Zero(d32), s1 = hn::Zero(d32);
+    int i = 0;
+    for (; i + N <= quant::kQK; i += N) {
+        const auto wv = hn::PromoteTo(d16, hn::LoadU(d8, w + i));
+        const auto xv = hn::PromoteTo(d16, hn::LoadU(d8, x + i));
+        s0 = hn::ReorderWidenMulAccumulate(d32, wv, xv, s0, s1);
+    }
+    int32_t isum = hn::GetLane(hn::SumOfLanes(d32, hn::Add(s0, s1)));
+    for (; i < quant::kQK; ++i)
+        isum += w[i] * x[i];
+    return isum;
+#endif
+}
 
 template <int MR, bool Q4>
 HWY_INLINE void TileQ(const ActRows& x, const uint8_t* HWY_RESTRICT group,
@@ -354,10 +381,7 @@ HWY_INLINE void TileQ(const ActRows& x, const uint8_t* HWY_RESTRICT group,
             const float dw = quant::fp16_to_fp32(
                 reinterpret_cast<const uint16_t*>(group + b * l.block_bytes)[n]);
             for (int m = 0; m < MR; ++m) {
-                const int8_t* xb = x.qs(m, b);
-                int32_t isum = 0;
-                for (int i = 0; i < quant::kQK; ++i)
-                    isum += wv[i] * xb[i];
+                const int32_t isum = DotBlock(wv, x.qs(m, b));
                 acc[m] += static_cast<float>(isum) * (dw * x.d(m, b));
             }
         }

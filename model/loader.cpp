@@ -7,6 +7,7 @@
 #include "model/model.h"
 #include "quant/blocks.h"
 #include "quant/packed.h"
+#include "util/aligned.h"
 #include "util/error.h"
 
 namespace llada::model {
@@ -209,6 +210,14 @@ void Model::load_weights(runtime::ThreadPool*) {
     output_norm_ = vector("output_norm.weight", d);
     hp_.tied_output = file_->find_tensor("output.weight") == nullptr;
     output_ = hp_.tied_output ? token_embd_ : matrix("output.weight", d, hp_.n_vocab);
+    // block_count is checked against the tensors before storage for that many layers exists: a
+    // hostile count in a small file is an error naming it, not a huge allocation.
+    if (file_->find_tensor("blk." + std::to_string(hp_.n_layer - 1) + ".attn_norm.weight") ==
+        nullptr) {
+        throw Error(file_->path() + ": block_count is " + std::to_string(hp_.n_layer) +
+                    " but the file has no tensor 'blk." + std::to_string(hp_.n_layer - 1) +
+                    ".attn_norm.weight'");
+    }
     layers_.resize(hp_.n_layer);
     for (int l = 0; l < hp_.n_layer; ++l) {
         const std::string p = "blk." + std::to_string(l) + ".";
@@ -225,8 +234,14 @@ void Model::load_weights(runtime::ThreadPool*) {
     }
     // theta_i(p) = p * base^(-2i / n_rot), as llama.cpp's RoPE defines it.
     const int64_t half = hp_.n_rot / 2;
-    rope_cos_.resize(static_cast<size_t>(hp_.n_ctx) * half);
-    rope_sin_.resize(rope_cos_.size());
+    try {
+        rope_cos_.resize(static_cast<size_t>(hp_.n_ctx) * half);
+        rope_sin_.resize(rope_cos_.size());
+    } catch (const std::bad_alloc&) {
+        throw Error("out of memory: cannot allocate " +
+                    mib(2 * static_cast<size_t>(hp_.n_ctx) * half * sizeof(float)) +
+                    " of RoPE tables for context_length " + std::to_string(hp_.n_ctx));
+    }
     for (int p = 0; p < hp_.n_ctx; ++p) {
         for (int64_t i = 0; i < half; ++i) {
             const double theta =

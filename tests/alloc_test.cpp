@@ -29,6 +29,20 @@ void* operator new(std::size_t n, std::align_val_t a) {
     if (void* p = std::aligned_alloc(al, (n + al - 1) / al * al)) return p;
     throw std::bad_alloc();
 }
+// The nothrow forms too (std::stable_sort's temporary buffer uses them): counted like the
+// others, and allocated with malloc so that the deletes above match them (AddressSanitizer checks).
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+    g_allocations.fetch_add(1, std::memory_order_relaxed);
+    return std::malloc(n ? n : 1);
+}
+void* operator new[](std::size_t n, const std::nothrow_t& t) noexcept {
+    return operator new(n, t);
+}
+void* operator new(std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+    g_allocations.fetch_add(1, std::memory_order_relaxed);
+    const size_t al = static_cast<size_t>(a);
+    return std::aligned_alloc(al, (n + al - 1) / al * al);
+}
 void operator delete(void* p) noexcept {
     std::free(p);
 }

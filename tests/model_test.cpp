@@ -273,6 +273,18 @@ TEST(ModelLoad, MissingKeyAndTensorAreNamed) {
               std::string::npos);
 }
 
+// A block count the tensors do not back is named before storage for that many layers exists (a
+// few-KB file must not make the loader allocate for 2^30 layers).
+TEST(ModelLoad, BlockCountWithoutItsTensorsIsNamed) {
+    const auto bytes =
+        tiny_llada([](format::GgufWriter& w) { w.set_u32("llada.block_count", 1u << 30); });
+    const std::string e = load_error(bytes);
+    EXPECT_NE(e.find("block_count is 1073741824 but the file has no tensor "
+                     "'blk.1073741823.attn_norm.weight'"),
+              std::string::npos)
+        << e;
+}
+
 TEST(ModelLoad, WrongShapeIsNamed) {
     auto full = tiny_llada();
     auto parsed = format::GgufFile::from_memory(full.data(), full.size());

@@ -54,6 +54,11 @@ TEST(Memory, FailedAllocationsNameTheBuffer) {
         EXPECT_NE(std::string(e.what()).find("out of memory: cannot allocate"), std::string::npos);
         EXPECT_NE(std::string(e.what()).find("for the test's buffer"), std::string::npos);
     }
+#if defined(__SANITIZE_ADDRESS__)
+    // AddressSanitizer aborts on a failed operator new whatever allocator_may_return_null says,
+    // so the KV cache's bad_alloc cannot be reached under it (docs/reliability.md).
+    GTEST_SKIP() << "the KV cache's out-of-memory path is not reachable under AddressSanitizer";
+#endif
     try {
         llada::runtime::KvCache kv(32, 1 << 16, 1 << 16, 8, 128, false);  // 2^50 floats
         ADD_FAILURE() << "a 2^50-float KV cache was allocated";
