@@ -417,6 +417,11 @@ TEST(Server, BadRequestsAreNamedAndAFullServerSays503) {
               std::string::npos);
     EXPECT_NE(err(R"({"prompt": "x", "max_tokens": 999})").find("'max_tokens' must be in"),
               std::string::npos);
+    EXPECT_NE(err(R"({"prompt": "x", "max_tokens": 1.5})").find("'max_tokens' must be an integer"),
+              std::string::npos);
+    EXPECT_NE(err(R"({"prompt": "x", "policy": "need", "lookahead": 4})")
+                  .find("'lookahead' applies to policy 'mbsd' only"),
+              std::string::npos);
     const std::string nope = err(R"({"prompt": "x", "policy": "nope"})");
     EXPECT_NE(nope.find("'policy' 'nope' is not one of"), std::string::npos) << nope;
     EXPECT_NE(nope.find("dual-cache"), std::string::npos) << nope;

@@ -14,7 +14,7 @@ ServerEngine::ServerEngine(const LoadedModel& lm, runtime::Device& device,
     : lm_(lm), limits_(limits) {
     const int ctx = static_cast<int>(lm.model->hparams().n_ctx);
     if (limits_.max_gen <= 0 || limits_.max_gen >= ctx) {
-        throw Error("--max-gen must be in [1, " + std::to_string(ctx - 1) + ") for this model");
+        throw Error("--max-gen must be in [1, " + std::to_string(ctx - 1) + "] for this model");
     }
     if (limits_.max_prompt <= 0) limits_.max_prompt = ctx - limits_.max_gen;
     if (limits_.max_prompt + limits_.max_gen > ctx) {

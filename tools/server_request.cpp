@@ -2,6 +2,7 @@
 #include "tools/server_request.h"
 
 #include <algorithm>
+#include <cmath>
 #include <type_traits>
 
 #include "util/error.h"
@@ -82,11 +83,15 @@ ParsedRequest parse_request(const json& body, const std::string& default_policy,
         if (!(v >= lo && v <= hi))
             throw Error(std::string("'") + k + "' must be in [" + std::to_string(lo) + ", " +
                         std::to_string(hi) + "]");
-        out = static_cast<std::remove_reference_t<decltype(out)>>(v);
+        using T = std::remove_reference_t<decltype(out)>;
+        // Integer fields take integers: 1.5 tokens is an error, not 1.
+        if (std::is_integral_v<T> && v != std::floor(v))
+            throw Error(std::string("'") + k + "' must be an integer");
+        out = static_cast<T>(v);
     };
     int max_tokens = p.opt.gen;
     num("max_tokens", max_tokens, 1, limits.max_gen);
-    double seed = static_cast<double>(p.opt.seed);
+    int64_t seed = static_cast<int64_t>(p.opt.seed);
     num("seed", seed, 0, 4294967295.0);
     p.opt.seed = static_cast<uint64_t>(seed);
     num("temperature", p.opt.temperature, 0.0, 100.0);
@@ -154,6 +159,8 @@ ParsedRequest parse_request(const json& body, const std::string& default_policy,
         throw Error("max_tokens rounded up to whole blocks exceeds the server's --max-gen");
     p.opt.steps = steps > 0 ? steps : p.opt.gen;
     if (p.policy == "ar") throw Error("policy 'ar' is not served (diffusion policies only)");
+    if (body.contains("lookahead") && p.policy != "mbsd")
+        throw Error("'lookahead' applies to policy 'mbsd' only, not '" + p.policy + "'");
     return p;
 }
 
