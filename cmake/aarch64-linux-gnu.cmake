@@ -11,5 +11,7 @@ set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE BOTH)
 set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE BOTH)
 set(ENV{PKG_CONFIG_LIBDIR} /usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig)
 set(ENV{PKG_CONFIG_SYSROOT_DIR} /)
-# ctest runs the test binaries through qemu: `-L` finds the arm64 loader and libraries.
-set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64;-L;/usr/aarch64-linux-gnu)
+# ctest runs the test binaries through qemu. `-L /`: the multiarch arm64 loader and libc
+# (libc6:arm64); the cross toolchain's own loader in /usr/aarch64-linux-gnu with the multiarch
+# libc hangs in pthread_create.
+set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64;-L;/)
