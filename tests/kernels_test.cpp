@@ -256,33 +256,34 @@ TEST(Kernels, MatmulF16PackedMatchesScalarTwin) {
 // remainder.
 TEST(Kernels, MatmulQuantisedFormatsMatchScalarTwin) {
     for (TensorType t : {TensorType::Q8_0, TensorType::Q4_0}) {
-        for (int64_t m : {1, 2, 3, 4, 5, 8, 13}) {
-            for (int64_t n : {45, 77}) {
-                const int64_t k = 160;
-                Weights w = make_weights(t, n, k, 11);
-                const quant::PackedLayout l = quant::packed_layout(t, n, k);
-                std::vector<uint8_t> packed(l.total_bytes());
-                quant::pack_groups(l, w.bytes.data(), w.view.row_bytes, 0, l.n_groups,
-                                   packed.data());
-                w.view.packed = packed.data();
-                auto x = random_vec(static_cast<size_t>(m * k), 5);
-                std::vector<quant::BlockQ8_0> xq(m * k / 32);
-                ref::quantize_rows_q8_0(x.data(), xq.data(), k, 0, m);
-                std::vector<float> want(m * n), got(m * n);
-                ref::matmul_q8(xq.data(), m, w.view, want.data(), n, 0, n);
-                const quant::ActLayout al = quant::act_layout(k);
-                std::vector<uint8_t> xa(al.row_bytes * m);
-                quantize_acts(x.data(), xa.data(), k, 0, m);
-                for_each_target([&] {
-                    std::fill(got.begin(), got.end(), NAN);
-                    matmul_q8(xa.data(), m, w.view, got.data(), n, 0, 16);
-                    matmul_q8(xa.data(), m, w.view, got.data(), n, 16, n);
-                    for (size_t i = 0; i < got.size(); ++i) {
-                        ASSERT_NEAR(got[i], want[i], 1e-5f * (1.0f + std::fabs(want[i])))
-                            << format::tensor_type_info(t).name << " m=" << m << " n=" << n
-                            << " i=" << i;
-                    }
-                });
+        for (int64_t m : {1, 2, 3, 4, 5, 8, 13, 24}) {
+            for (int64_t n : {45, 77, 64, 300}) {
+                for (int64_t k : {160, 64, 128}) {
+                    Weights w = make_weights(t, n, k, 11);
+                    const quant::PackedLayout l = quant::packed_layout(t, n, k);
+                    std::vector<uint8_t> packed(l.total_bytes());
+                    quant::pack_groups(l, w.bytes.data(), w.view.row_bytes, 0, l.n_groups,
+                                       packed.data());
+                    w.view.packed = packed.data();
+                    auto x = random_vec(static_cast<size_t>(m * k), 5);
+                    std::vector<quant::BlockQ8_0> xq(m * k / 32);
+                    ref::quantize_rows_q8_0(x.data(), xq.data(), k, 0, m);
+                    std::vector<float> want(m * n), got(m * n);
+                    ref::matmul_q8(xq.data(), m, w.view, want.data(), n, 0, n);
+                    const quant::ActLayout al = quant::act_layout(k);
+                    std::vector<uint8_t> xa(al.row_bytes * m);
+                    quantize_acts(x.data(), xa.data(), k, 0, m);
+                    for_each_target([&] {
+                        std::fill(got.begin(), got.end(), NAN);
+                        matmul_q8(xa.data(), m, w.view, got.data(), n, 0, 16);
+                        matmul_q8(xa.data(), m, w.view, got.data(), n, 16, n);
+                        for (size_t i = 0; i < got.size(); ++i) {
+                            ASSERT_NEAR(got[i], want[i], 1e-5f * (1.0f + std::fabs(want[i])))
+                                << format::tensor_type_info(t).name << " m=" << m << " n=" << n
+                                << " k=" << k << " i=" << i;
+                        }
+                    });
+                }
             }
         }
     }
