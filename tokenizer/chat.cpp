@@ -92,14 +92,11 @@ ChatTemplate ChatTemplate::from_text(std::string_view text) {
 
 ChatTemplate ChatTemplate::from_tokenizer(const Tokenizer& tok) {
     ChatTemplate t = from_text(tok.chat_template());
-    std::vector<const char*> markers;
-    if (t.format_ == ChatFormat::Llama3)
-        markers = {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"};
-    if (t.format_ == ChatFormat::ChatML) markers = {"<|im_start|>", "<|im_end|>"};
-    for (const char* m : markers) {
-        if (tok.find_token(m) < 0) {
+    // The markers a rendering uses, from render_parts itself (one list, not two).
+    for (const auto& p : t.render_parts({{"system", ""}, {"user", ""}})) {
+        if (p.marker && tok.find_token(p.text) < 0) {
             throw Error(std::string("the model's chat template is ") + t.name() +
-                        " but its vocabulary has no " + m + " token");
+                        " but its vocabulary has no " + p.text + " token");
         }
     }
     return t;

@@ -244,8 +244,7 @@ int main(int argc, char** argv) {
                 } else {
                     if (!body.contains("prompt") || !body["prompt"].is_string())
                         throw Error("'prompt' must be a string");
-                    r->prompt = lm.tok->encode(body["prompt"].get<std::string>(),
-                                               lm.tok->add_bos_default(), false);
+                    r->prompt = tools::problem_ids(*lm.tok, body["prompt"], false);
                 }
                 if (static_cast<int>(r->prompt.size()) > engine.limits().max_prompt)
                     throw Error("the prompt has " + std::to_string(r->prompt.size()) +

@@ -221,9 +221,11 @@ void ServerEngine::loop() {
                 const auto answer = l.req->stopped ? stable : l.req->result.answer(lm_.ids);
                 l.req->text = lm_.tok->decode(answer, false);
                 l.req->answer_tokens = static_cast<int64_t>(answer.size());
-                for (size_t n = 1; n <= answer.size(); ++n) {
-                    l.req->answer_ends.push_back(
-                        lm_.tok->decode({answer.begin(), answer.begin() + n}, false).size());
+                // decode() is the concatenation of the pieces: the prefix lengths are their sums.
+                size_t end = 0;
+                for (const int32_t id : answer) {
+                    end += lm_.tok->token_to_piece(id, false).size();
+                    l.req->answer_ends.push_back(end);
                 }
                 counters_.tokens += l.req->answer_tokens;
                 counters_.forwards_rows += l.req->result.stats.rows;
