@@ -34,6 +34,11 @@ void send_error(httplib::Response& res, int status, const std::string& msg,
     res.set_content(json{{"error", {{"message", msg}, {"type", type}}}}.dump(), "application/json");
 }
 
+// One unnamed server-sent event (text that is not UTF-8 replaced, as in every JSON answer).
+std::string sse_data(const json& j) {
+    return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+}
+
 // A finished request's answer as the client gets it: cut before the first stop sequence, and
 // why it ended: "stop" (a stop sequence or the end of text), "length" (max_tokens reached).
 struct Final {
@@ -340,11 +345,8 @@ int main(int argc, char** argv) {
                     --end;
                 // Only text that extends what was sent: deltas are never taken back.
                 if (end > st->sent.size() && stable.compare(0, st->sent.size(), st->sent) == 0) {
-                    st->events.push_back(
-                        "data: " +
-                        chunk_of(stable.substr(st->sent.size(), end - st->sent.size()), nullptr)
-                            .dump(-1, ' ', false, json::error_handler_t::replace) +
-                        "\n\n");
+                    st->events.push_back(sse_data(
+                        chunk_of(stable.substr(st->sent.size(), end - st->sent.size()), nullptr)));
                     st->sent = stable.substr(0, end);
                 }
                 st->cv.notify_all();
@@ -371,15 +373,11 @@ int main(int argc, char** argv) {
                     if (f.text.size() > st->sent.size() &&
                         f.text.compare(0, st->sent.size(), st->sent) == 0) {
                         st->events.push_back(
-                            "data: " +
-                            chunk_of(f.text.substr(st->sent.size()), nullptr)
-                                .dump(-1, ' ', false, json::error_handler_t::replace) +
-                            "\n\n");
+                            sse_data(chunk_of(f.text.substr(st->sent.size()), nullptr)));
                     }
-                    st->events.push_back("data: " + chunk_of("", f.finish).dump() + "\n\n");
+                    st->events.push_back(sse_data(chunk_of("", f.finish)));
                 } else {
-                    st->events.push_back(
-                        "data: " + json{{"error", {{"message", r->error}}}}.dump() + "\n\n");
+                    st->events.push_back(sse_data(json{{"error", {{"message", r->error}}}}));
                 }
                 st->events.push_back("data: [DONE]\n\n");
                 st->finished = true;
