@@ -34,6 +34,34 @@ HWY_INLINE float Dot(const float* HWY_RESTRICT a, const float* HWY_RESTRICT b, i
     return s;
 }
 
+// The sum of x[i]^2 as llama.cpp's RMSNorm forms it: each square rounded to float, the sum kept
+// in double. So formed it hardly depends on the order of the additions, and every SIMD target
+// gets the same scale. That matters for quantised models: a Q4_0 embedding row holds small
+// multiples of one scale, so after the norm many activations sit exactly on a rounding tie of
+// the Q8_0 activation quantiser, and a float sum in another order moves them by an ulp to the
+// other side (2e-3 of max|logit| on the Q4_0 fixture before this).
+HWY_INLINE double SumSquares(const float* HWY_RESTRICT x, int64_t n) {
+    double s = 0.0;
+    int64_t i = 0;
+#if HWY_TARGET != HWY_SCALAR && HWY_HAVE_FLOAT64
+    const hn::ScalableTag<float> df;
+    const hn::Half<decltype(df)> dh;
+    const hn::Rebind<double, decltype(dh)> dd;
+    const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+    auto lo = hn::Zero(dd), hi = hn::Zero(dd);
+    for (; i + N <= n; i += N) {
+        const auto v = hn::LoadU(df, x + i);
+        const auto sq = hn::Mul(v, v);
+        lo = hn::Add(lo, hn::PromoteTo(dd, hn::LowerHalf(dh, sq)));
+        hi = hn::Add(hi, hn::PromoteTo(dd, hn::UpperHalf(dh, sq)));
+    }
+    s = hn::GetLane(hn::SumOfLanes(dd, hn::Add(lo, hi)));
+#endif
+    for (; i < n; ++i)
+        s += static_cast<double>(x[i] * x[i]);
+    return s;
+}
+
 void RmsNorm(const float* x, const float* w, float* y, int64_t k, float eps, int64_t r0,
              int64_t r1) {
     const hn::ScalableTag<float> df;
@@ -41,7 +69,8 @@ void RmsNorm(const float* x, const float* w, float* y, int64_t k, float eps, int
     for (int64_t r = r0; r < r1; ++r) {
         const float* xr = x + r * k;
         float* yr = y + r * k;
-        const float scale = 1.0f / std::sqrt(Dot(xr, xr, k) / static_cast<float>(k) + eps);
+        const float mean = static_cast<float>(SumSquares(xr, k) / static_cast<double>(k));
+        const float scale = 1.0f / std::sqrt(mean + eps);
         const auto vs = hn::Set(df, scale);
         int64_t i = 0;
         for (; i + N <= k; i += N) {
