@@ -1,13 +1,15 @@
 """Writes the test sets of the task suite to models/tasks/ (deterministic: same bytes every run).
 
-    /usr/bin/python3 train/make_tasks.py [--out models/tasks] [--n 1000] [--hard 500]
+    /usr/bin/python3 train/make_tasks.py [--suite short|long] [--out models/tasks] [--n 1000] [--hard 500]
 
 Files: <task>-test.jsonl (--n problems drawn like the training data, but only problems whose hash
 puts them in the test split), <task>-hard.jsonl (--hard problems from the hard distribution, also
 from the test split), all-test.jsonl (every <task>-test, concatenated in TASKS order),
 all-hard.jsonl, smoke-50.jsonl (the first problems of each <task>-test, 50 in all, tasks
 interleaved) and mix-1000.jsonl (the first 250 of each <task>-test, interleaved: the quicker set
-bench/quality.sh compares decoding policies on). One JSON object per line: {"task", "prompt",
+bench/quality.sh compares decoding policies on). The long suite (--suite long, tiny-llada-l's
+tasks) writes its per-task files the same way and its combined files with an "-l" suffix:
+all-test-l.jsonl, all-hard-l.jsonl, smoke-50-l.jsonl, mix-1000-l.jsonl. One JSON object per line: {"task", "prompt",
 "answer"}; see tasks.py for the tasks, the split and the scoring rule.
 """
 
@@ -28,10 +30,13 @@ def main():
     ap.add_argument("--out", default=os.path.join(root, "models", "tasks"))
     ap.add_argument("--n", type=int, default=1000)
     ap.add_argument("--hard", type=int, default=500)
+    ap.add_argument("--suite", default="short", choices=sorted(tasks.SUITES))
     args = ap.parse_args()
+    task_names = tasks.SUITES[args.suite][0]
+    sfx = "" if args.suite == "short" else "-l"
     os.makedirs(args.out, exist_ok=True)
     all_test, all_hard, per_task = [], [], {}
-    for t in tasks.TASKS:
+    for t in task_names:
         test = tasks.make_test_set(t, args.n, SEED)
         hard = tasks.make_test_set(t, args.hard, SEED, hard=True)
         tasks.write_jsonl(os.path.join(args.out, f"{t}-test.jsonl"), test)
@@ -40,18 +45,18 @@ def main():
         all_hard += hard
         per_task[t] = test
         print(f"{t}: {len(test)} test, {len(hard)} hard")
-    tasks.write_jsonl(os.path.join(args.out, "all-test.jsonl"), all_test)
-    tasks.write_jsonl(os.path.join(args.out, "all-hard.jsonl"), all_hard)
+    tasks.write_jsonl(os.path.join(args.out, f"all-test{sfx}.jsonl"), all_test)
+    tasks.write_jsonl(os.path.join(args.out, f"all-hard{sfx}.jsonl"), all_hard)
     smoke = []
     i = 0
     while len(smoke) < 50:
-        for t in tasks.TASKS:
+        for t in task_names:
             if len(smoke) < 50:
                 smoke.append(per_task[t][i])
         i += 1
-    tasks.write_jsonl(os.path.join(args.out, "smoke-50.jsonl"), smoke)
-    mix = [per_task[t][i] for i in range(min(250, args.n)) for t in tasks.TASKS]
-    tasks.write_jsonl(os.path.join(args.out, "mix-1000.jsonl"), mix)
+    tasks.write_jsonl(os.path.join(args.out, f"smoke-50{sfx}.jsonl"), smoke)
+    mix = [per_task[t][i] for i in range(min(250, args.n)) for t in task_names]
+    tasks.write_jsonl(os.path.join(args.out, f"mix-1000{sfx}.jsonl"), mix)
     print(f"all-test {len(all_test)}, all-hard {len(all_hard)}, smoke-50 {len(smoke)}, "
           f"mix-1000 {len(mix)}")
 

@@ -41,6 +41,11 @@ PRESETS = {
               train=dict(ar_steps=3000, steps=5000, batch=64, lr=2e-3)),
     "m": dict(model=dict(d=128, n_layer=4, n_head=4, n_kv_head=4, ffn=352),
               train=dict(ar_steps=3000, steps=5000, batch=64, lr=2e-3)),
+    # The long suite (tasks.LONG_TASKS): 128 generated tokens in blocks of 32. Rows are ~3x
+    # longer than the short suite's, so a step of 32 rows carries more answer tokens than one of
+    # 64 short rows; the budget is set by the ~2-hour limit on the 2-core machine.
+    "l": dict(model=dict(d=128, n_layer=4, n_head=4, n_kv_head=4, ffn=352),
+              train=dict(ar_steps=2000, steps=4000, batch=32, lr=2e-3), suite="long"),
 }
 # The LLaDA model of a preset starts from the weights of its AR twin (the same preset trained by
 # train_ar.py for ar_steps steps), then trains `steps` steps with LLaDA's SFT objective: adapting
@@ -49,7 +54,8 @@ PRESETS = {
 # after ~3,000 steps; initialised from its AR twin, tiny-llada-s reached ~0.1 in 2,000 (see
 # models/README.md, "Training recipe").
 NAMES = {("llada", "s"): "tiny-llada-s", ("llada", "m"): "tiny-llada-m",
-         ("llama", "s"): "tiny-ar-s", ("llama", "m"): "tiny-ar-m"}
+         ("llama", "s"): "tiny-ar-s", ("llama", "m"): "tiny-ar-m",
+         ("llada", "l"): "tiny-llada-l", ("llama", "l"): "tiny-ar-l"}
 
 EPS = 1e-3  # LLaDA's forward_process: p_mask = (1 - eps) * t + eps
 
@@ -189,14 +195,19 @@ def build_model(arch, model_kwargs, seed):
     return model
 
 
-def export(model, path, name, meta=None):
+def suite_of(preset):
+    """(tasks, gen_length, block_length) of the suite a preset trains on."""
+    return tasks.SUITES[PRESETS[preset].get("suite", "short")]
+
+
+def export(model, path, name, meta=None, gen_length=tasks.GEN_LENGTH, block_length=tasks.GEN_LENGTH):
     extra = {}
     for k, v in (meta or {}).items():
         extra[f"general.{k}"] = (vocab.STRING, str(v))
     # The generation the model was trained for: llada-cli and llada-eval use these as their
     # defaults for --gen / --block (steps default to --gen: one token per step).
-    extra["llada_cpp.gen_length"] = (vocab.UINT32, tasks.GEN_LENGTH)
-    extra["llada_cpp.block_length"] = (vocab.UINT32, tasks.GEN_LENGTH)
+    extra["llada_cpp.gen_length"] = (vocab.UINT32, gen_length)
+    extra["llada_cpp.block_length"] = (vocab.UINT32, block_length)
     export_gguf(model, path, vocab.gguf_metadata(), name=name, extra_meta=extra)
 
 
@@ -254,11 +265,12 @@ def train(arch, preset, steps=None, batch=None, lr=None, seed=0, name=None, out_
                              {"params": no_decay, "weight_decay": 0.0}],
                             lr=lr, betas=(0.9, 0.98), eps=1e-8)
     # The AR twin and the LLaDA stage draw from different streams of the same distribution.
-    stream = TaskStream(seed if arch == "llama" else f"{seed}|llada")
+    task_names, gen_length, block_length = suite_of(preset)
+    stream = TaskStream(seed if arch == "llama" else f"{seed}|llada", task_names)
     gen = torch.Generator().manual_seed(seed + 1)
     run = dict(arch=arch, preset=preset, name=name, steps=steps, batch=batch, lr=lr, seed=seed,
                warmup=warmup, weight_decay=weight_decay, chunks=chunks, threads=threads,
-               stratified_t=stratified, gen_length=tasks.GEN_LENGTH, tasks=list(tasks.TASKS),
+               stratified_t=stratified, gen_length=gen_length, tasks=list(task_names),
                config=asdict(model.cfg), n_params=model.n_params(), init=init if arch == "llada" else "random",
                init_from=os.path.relpath(init_from, ROOT) if init_from else None,
                torch=torch.__version__, command=" ".join(sys.argv))
@@ -281,7 +293,7 @@ def train(arch, preset, steps=None, batch=None, lr=None, seed=0, name=None, out_
         rows = []
         for _ in range(batch):
             _, prompt, answer = stream.next()
-            rows.append(encode_row(prompt, answer, arch))
+            rows.append(encode_row(prompt, answer, arch, gen_length))
         # Length-sorted chunks: less padding; gradients accumulate over the chunks.
         order = sorted(range(batch), key=lambda i: len(rows[i][0]))
         if arch == "llada":
@@ -326,7 +338,7 @@ def train(arch, preset, steps=None, batch=None, lr=None, seed=0, name=None, out_
                 f"--preset {preset} (seed {seed}, {steps} steps of batch {batch}")
         if init_from:
             desc += f", initialised from the AR twin {os.path.relpath(init_from, ROOT)}"
-        export(model, export_path, name, dict(description=desc + ")"))
+        export(model, export_path, name, dict(description=desc + ")"), gen_length, block_length)
         print(f"exported {export_path} ({os.path.getsize(export_path)} bytes)", flush=True)
     print(f"done: {steps} steps in {wall:.0f} s", flush=True)
     return model

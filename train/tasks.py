@@ -7,7 +7,9 @@ bytes and is followed by EOS padding up to that length. Scoring rule (the C++ `l
 implements the same): decode the generated tokens up to the first EOS (special tokens dropped),
 strip leading and trailing whitespace, and compare with the JSONL `answer` field for exact
 equality. Numbers are written with a fixed number of digits (leading zeros), so every answer of
-a task has the same length and layout (see the add/sub section for why).
+a task has the same length and layout (see the add/sub section for why). A second, long suite
+(LONG_TASKS: ladd, lmul, trace, lsort; tiny-llada-l's) generates 128 tokens in blocks of 32 with
+answers of 90-127 bytes; it is described where it is defined, below.
 
 Tasks (add and sub write their work so that later tokens depend on earlier ones; sort's later
 slots depend on which numbers the earlier ones used; every digit of cum depends on the one
@@ -187,7 +189,154 @@ def gen_cum(rng, hard=False):
     return f"cum {s}:", cum_answer(s), {"s": s}
 
 
-GENERATORS = {"add": gen_add, "sub": gen_sub, "sort": gen_sort, "cum": gen_cum}
+# ---------------------------------------------------------------------------------------------
+# The long suite (tiny-llada-l): answers of 90-127 bytes, generated as 128 tokens in blocks of 32
+#
+# Every answer has a fixed layout (same length for every problem of a task) and its later parts
+# depend on earlier ones across the block boundaries at 32, 64 and 96: a carry or a register
+# value is written in one entry and read by the next. Each token is a small function of a few
+# tokens at fixed distances (the lesson of the short suite: a tiny bidirectional model learns
+# lookups at fixed places, not counting), so decoded one token per step every task is a chain of
+# easy steps; decoded many tokens per step the chain breaks.
+#
+#   ladd   "4831920375+0960388214="  ->  "5+4+0=09,7+1+0=08,3+2+0=05,0+8+0=08,2+8+0=10,9+3+1=13,
+#          1+0+1=02,3+6+0=09,8+9+0=17,4+0+1=05 => 05792308589"  (104 bytes)
+#          10-digit operands; one entry per column, least significant first: digit of a, digit
+#          of b, carry in (the first digit of the previous entry's sum), their two-digit sum.
+#          After " => " the sum with 11 digits.
+#   lmul   "5038114926*7="  ->  "6*7+0=42,2*7+4=18,9*7+1=64,...,5*7+0=35 => 35266804482"  (104 bytes)
+#          A 10-digit number times one digit (2-9): per column digit * m + carry in = two digits,
+#          the first of which is the next column's carry. After " => " the product, 11 digits.
+#   trace  "run 278: y+x x*z x-y z*x x-z z*y x*y y*z z+y z*y z*y x*z:"  ->
+#          "y+x=298,x*z=698,x-y=798,z*x=796,x-z=196,z*y=194,x*y=994,y*z=964,z+y=960,z*y=960,
+#          z*y=960,x*z=060"  (12 operations, 95 bytes)
+#          Three registers x y z (digits, start values after "run"), twelve operations
+#          "d?s" meaning d = (d ? s) mod 10 with ? one of + - *; each entry repeats the operation
+#          and writes the state x y z after it. Every state is the previous one with one digit
+#          recomputed: a short program trace.
+#   lsort  "sort 91 32 80 84 ... 39:"  ->  "11 12 14 ... 97"  (31 distinct two-digit numbers,
+#          ascending: 92 bytes)
+#          Distinct values, so the next number is the smallest prompt number above the last one
+#          written (a successor lookup, no counting of duplicates).
+
+GEN_LENGTH_L = 128  # generated tokens per problem of the long suite
+BLOCK_LENGTH_L = 32  # its default block: four blocks per answer
+LONG_TASKS = ("ladd", "lmul", "trace", "lsort")
+LWIDTH = 10  # digits of ladd's operands and lmul's multiplicand
+
+
+def _column_entries(a_digits, b_digits, op, m=None):
+    """The scratchpad entries of ladd (op "+") or lmul (op "*") and the final carry."""
+    entries, carry = [], 0
+    for i in range(LWIDTH):
+        da = int(a_digits[i])
+        if op == "+":
+            db = int(b_digits[i])
+            s = da + db + carry
+            entries.append(f"{da}+{db}+{carry}={s:02d}")
+        else:
+            s = da * m + carry
+            entries.append(f"{da}*{m}+{carry}={s:02d}")
+        carry = s // 10
+    return entries, carry
+
+
+def ladd_answer(a, b):
+    entries, _ = _column_entries(_pad(a, LWIDTH)[::-1], _pad(b, LWIDTH)[::-1], "+")
+    return ",".join(entries) + f" => {_pad(a + b, LWIDTH + 1)}"
+
+
+def lmul_answer(a, m):
+    entries, _ = _column_entries(_pad(a, LWIDTH)[::-1], None, "*", m)
+    return ",".join(entries) + f" => {_pad(a * m, LWIDTH + 1)}"
+
+
+def ladd_carry_chain(a, b):
+    best = run = carry = 0
+    sa, sb = _pad(a, LWIDTH)[::-1], _pad(b, LWIDTH)[::-1]
+    for i in range(LWIDTH):
+        carry = (int(sa[i]) + int(sb[i]) + carry) // 10
+        run = run + 1 if carry else 0
+        best = max(best, run)
+    return best
+
+
+def gen_ladd(rng, hard=False):
+    if hard:  # full-width operands with a carry chain of at least 6 columns
+        while True:
+            a, b = _rand_digits(rng, LWIDTH), _rand_digits(rng, LWIDTH)
+            if ladd_carry_chain(a, b) >= 6:
+                break
+    else:
+        a = _rand_digits(rng, rng.randint(1, LWIDTH))
+        b = _rand_digits(rng, rng.randint(1, LWIDTH))
+    return f"{_pad(a, LWIDTH)}+{_pad(b, LWIDTH)}=", ladd_answer(a, b), {"a": a, "b": b}
+
+
+def gen_lmul(rng, hard=False):
+    if hard:  # multipliers 7-9 on full-width numbers of digits 5-9: a large carry every column
+        m = rng.randint(7, 9)
+        a = int("".join(str(rng.randint(5, 9)) for _ in range(LWIDTH)))
+    else:
+        m = rng.randint(2, 9)
+        a = _rand_digits(rng, rng.randint(1, LWIDTH))
+    return f"{_pad(a, LWIDTH)}*{m}=", lmul_answer(a, m), {"a": a, "m": m}
+
+
+TRACE_OPS = 12
+TRACE_REGS = "xyz"
+
+
+def trace_apply(state, op):
+    """state: dict register -> digit; op: "d?s". Returns the new state."""
+    d, o, s = op[0], op[1], op[2]
+    a, b = state[d], state[s]
+    v = (a + b) % 10 if o == "+" else (a - b) % 10 if o == "-" else (a * b) % 10
+    out = dict(state)
+    out[d] = v
+    return out
+
+
+def trace_answer(start, ops):
+    state = {r: int(c) for r, c in zip(TRACE_REGS, start)}
+    entries = []
+    for op in ops:
+        state = trace_apply(state, op)
+        entries.append(op + "=" + "".join(str(state[r]) for r in TRACE_REGS))
+    return ",".join(entries)
+
+
+def gen_trace(rng, hard=False):
+    # hard: no multiplications by the easy digits 0 and 1 at the start, and every operation
+    # reads the register the previous one wrote (one long dependency chain)
+    start = "".join(str(rng.randint(2 if hard else 0, 9)) for _ in TRACE_REGS)
+    ops, last = [], None
+    for _ in range(TRACE_OPS):
+        while True:
+            d, s = rng.sample(TRACE_REGS, 2)
+            if not hard or last is None or s == last:
+                break
+        ops.append(d + rng.choice("+-*") + s)
+        last = d
+    prompt = f"run {start}: " + " ".join(ops) + ":"
+    return prompt, trace_answer(start, ops), {"start": start, "ops": ops}
+
+
+LSORT_N = 31
+
+
+def gen_lsort(rng, hard=False):
+    # hard: the 31 values drawn from a window of 40, so neighbours are mostly consecutive
+    lo = rng.randint(10, 59) if hard else 10
+    hi = lo + 39 if hard else 99
+    nums = rng.sample(range(lo, hi + 1), LSORT_N)
+    return "sort " + " ".join(str(v) for v in nums) + ":", sort_answer(nums), {"nums": nums}
+
+
+GENERATORS = {"add": gen_add, "sub": gen_sub, "sort": gen_sort, "cum": gen_cum,
+              "ladd": gen_ladd, "lmul": gen_lmul, "trace": gen_trace, "lsort": gen_lsort}
+# suite name -> (tasks, generated tokens per problem, default block length)
+SUITES = {"short": (TASKS, GEN_LENGTH, GEN_LENGTH), "long": (LONG_TASKS, GEN_LENGTH_L, BLOCK_LENGTH_L)}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -150,13 +150,70 @@ def _check_cum(prompt, answer):
         assert int(answer[i]) == sum(digits[:i + 1]) % 10, (prompt, answer, i)
 
 
-CHECKS = {"add": _check_add, "sub": _check_sub, "sort": _check_sort, "cum": _check_cum}
+# The long suite, restated independently of tasks.py: the checkers parse an answer back and
+# verify every entry from the prompt's numbers, not by re-running the generator.
+LW = 10  # ladd/lmul operand width
+
+
+def _check_columns(prompt, answer, op):
+    if op == "+":
+        sa, sb = re.fullmatch(r"(\d{10})\+(\d{10})=", prompt).groups()
+        a, b, want = int(sa), int(sb), int(sa) + int(sb)
+    else:
+        sa, sm = re.fullmatch(r"(\d{10})\*([2-9])=", prompt).groups()
+        a, b, want = int(sa), int(sm), int(sa) * int(sm)
+    assert 90 <= len(answer) <= 127, (prompt, answer)
+    work, result = answer.split(" => ")
+    assert re.fullmatch(r"\d{11}", result) and int(result) == want, (prompt, answer)
+    entries = work.split(",")
+    assert len(entries) == LW, (prompt, answer)
+    carry = 0
+    for i, e in enumerate(entries):
+        x, y, c, s = map(int, re.fullmatch(r"(\d)[+*](\d)\+(\d)=(\d\d)", e).groups())
+        assert x == a // 10 ** i % 10 and c == carry, (prompt, answer, i)
+        assert y == (b // 10 ** i % 10 if op == "+" else b), (prompt, answer, i)
+        assert s == (x + y + c if op == "+" else x * y + c), (prompt, answer, i)
+        carry = s // 10
+    assert carry == want // 10 ** LW, (prompt, answer)
+
+
+def _check_trace(prompt, answer):
+    m = re.fullmatch(r"run (\d{3}): ((?:[xyz][-+*][xyz] ){11}[xyz][-+*][xyz]):", prompt)
+    assert m, prompt
+    regs = dict(zip("xyz", map(int, m.group(1))))
+    ops = m.group(2).split(" ")
+    entries = answer.split(",")
+    assert 90 <= len(answer) <= 127 and len(entries) == len(ops) == 12, (prompt, answer)
+    for op, e in zip(ops, entries):
+        d, o, src = op
+        assert d != src
+        if o == "+":
+            regs[d] = (regs[d] + regs[src]) % 10
+        elif o == "-":
+            regs[d] = (regs[d] - regs[src] + 10) % 10
+        else:
+            regs[d] = regs[d] * regs[src] % 10
+        assert e == f"{op}={regs['x']}{regs['y']}{regs['z']}", (prompt, answer, op)
+
+
+def _check_lsort(prompt, answer):
+    assert prompt.startswith("sort ") and prompt.endswith(":")
+    nums = [int(v) for v in prompt[5:-1].split()]
+    assert len(nums) == 31 and len(set(nums)) == 31 and all(10 <= v <= 99 for v in nums)
+    assert 90 <= len(answer) <= 127
+    assert answer.split(" ") == [str(v) for v in sorted(nums)], (prompt, answer)
+
+
+CHECKS = {"add": _check_add, "sub": _check_sub, "sort": _check_sort, "cum": _check_cum,
+          "ladd": lambda p, a: _check_columns(p, a, "+"),
+          "lmul": lambda p, a: _check_columns(p, a, "*"),
+          "trace": _check_trace, "lsort": _check_lsort}
 
 
 class TestTasks(unittest.TestCase):
     def test_answers_correct(self):
         rng = random.Random(5)
-        for t in tasks.TASKS:
+        for t in tasks.TASKS + tasks.LONG_TASKS:
             for hard in (False, True):
                 for _ in range(300):
                     prompt, answer, _ = tasks.GENERATORS[t](rng, hard=hard)
@@ -180,6 +237,40 @@ class TestTasks(unittest.TestCase):
                     self.assertLess(len(vocab.encode(answer)), tasks.GEN_LENGTH)
                     self.assertLessEqual(len(vocab.encode(prompt)), 40)
 
+    def test_long_examples(self):
+        self.assertEqual(tasks.ladd_answer(4831920375, 960388214),
+                         "5+4+0=09,7+1+0=08,3+2+0=05,0+8+0=08,2+8+0=10,9+3+1=13,1+0+1=02,"
+                         "3+6+0=09,8+9+0=17,4+0+1=05 => 05792308589")
+        self.assertEqual(tasks.lmul_answer(9999999999, 9),
+                         ",".join(["9*9+0=81"] + ["9*9+8=89"] * 9) + " => 89999999991")
+        self.assertEqual(tasks.trace_answer("305", ["x+y", "z*x", "y-z"]), "x+y=305,z*x=305,y-z=355")
+        self.assertEqual(tasks.trace_answer("305", ["y-x"]), "y-x=375")
+
+    def test_long_lengths_fit(self):
+        # Answers of 90-127 bytes in the 128-token canvas, prompt + canvas within the context
+        rng = random.Random(7)
+        cfg = Config(**sft.PRESETS["l"]["model"])
+        names, gen, block = tasks.SUITES["long"]
+        self.assertEqual((gen, block), (128, 32))
+        self.assertEqual(sft.suite_of("l"), tasks.SUITES["long"])
+        for t in names:
+            lengths = set()
+            for hard in (False, True):
+                for _ in range(300):
+                    prompt, answer, _ = tasks.GENERATORS[t](rng, hard=hard)
+                    n = len(vocab.encode(answer))
+                    lengths.add(n)
+                    self.assertTrue(90 <= n < gen, (t, n))
+                    self.assertLessEqual(1 + len(vocab.encode(prompt)) + gen, cfg.ctx)
+            self.assertEqual(len(lengths), 1, t)  # a fixed layout per task
+        ids, plen = sft.encode_row("0+0=", "9" * 100, "llada", gen)
+        self.assertEqual(len(ids) - plen, gen)
+
+    def test_long_stream_draws_the_long_tasks(self):
+        stream = sft.TaskStream(0, tasks.LONG_TASKS)
+        seen = {stream.next()[0] for _ in range(200)}
+        self.assertEqual(seen, set(tasks.LONG_TASKS))
+
     def test_split_disjoint(self):
         test = {t: tasks.make_test_set(t, 200, 2024) for t in tasks.TASKS}
         for t, rows in test.items():
@@ -193,6 +284,14 @@ class TestTasks(unittest.TestCase):
         for t, rows in test.items():
             for r in rows:
                 self.assertNotIn((t, r["prompt"]), seen)
+        # the long suite: its test sets and its training stream (the LLaDA stage's seed)
+        test = {t: tasks.make_test_set(t, 200, 2024) for t in tasks.LONG_TASKS}
+        for t, rows in test.items():
+            self.assertTrue(all(tasks.is_test(t, r["prompt"]) for r in rows))
+        stream = sft.TaskStream("0|llada", tasks.LONG_TASKS)
+        seen = {stream.next()[1:2] for _ in range(4000)}
+        for t, rows in test.items():
+            self.assertFalse(any((r["prompt"],) in seen for r in rows))
 
     def test_shipped_files(self):
         d = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
