@@ -16,5 +16,5 @@ m=$(model 8b Q4_0 llada-8b-q4_0)
     --timing-only --prompt-len 80 --gen 128 --block 32 -t "$THREADS" --replay-sample "${SAMPLE:-50}" \
     --replay "$Q/trace-mbsd-sched-b8.jsonl" --replay-need "$Q/trace-need-b8.jsonl" \
     --replay-threshold "$Q/trace-mbsd-b8.jsonl" --replay-revise "$Q/trace-mbsd-rev-b8.jsonl" \
-    --json > "$OUT/ablation.json"
-sed -n '1,/^{/p' "$OUT/ablation.json" | sed '$d'
+    --json > "$OUT/ablation.json" 2> "$OUT/ablation.txt"
+cat "$OUT/ablation.txt"

@@ -84,10 +84,8 @@ TEST(NpuTools, BenchAblationProjectsEveryRow) {
     Result r = run(bin("llada-bench") + " -m " + model() +
                    " --ablation --timing-only --prompt-len 8 --gen 16 --block 8 --json -t 1");
     ASSERT_EQ(r.status, 0) << r.err;
-    // The table comes first on stdout, the JSON report last.
-    const auto start = r.out.find("\n{");
-    ASSERT_NE(start, std::string::npos) << r.out;
-    const json j = json::parse(r.out.substr(start + 1));
+    // With --json stdout is the JSON report and nothing else; the table goes to stderr.
+    const json j = json::parse(r.out);
     const auto& rows = j["ablation"]["rows"];
     // Rows 1-5 need nothing; the replayed rows 6-8 say which trace they need.
     ASSERT_EQ(rows.size(), 5u);
@@ -98,7 +96,7 @@ TEST(NpuTools, BenchAblationProjectsEveryRow) {
     EXPECT_EQ(rows[2]["memory"], "baseline");
     EXPECT_EQ(rows[3]["memory"], "optimised");
     EXPECT_EQ(rows[4]["policy"], "need");
-    EXPECT_NE(r.out.find("needs a decision trace: --replay FILE"), std::string::npos);
+    EXPECT_NE(r.err.find("needs a decision trace: --replay FILE"), std::string::npos);
     EXPECT_FALSE(j["ablation"]["sensitivity"].empty());
 }
 
@@ -121,7 +119,7 @@ TEST(NpuTools, BenchAblationReplaysADecisionTrace) {
     Result r = run(bench + " --ablation-configs 678 --replay " + sched.string() +
                    " --replay-need " + thr.string() + " --replay-threshold " + thr.string());
     ASSERT_EQ(r.status, 0) << r.err;
-    const json j = json::parse(r.out.substr(r.out.find("\n{") + 1));
+    const json j = json::parse(r.out);
     const auto& rows = j["ablation"]["rows"];
     ASSERT_EQ(rows.size(), 3u);
     for (const auto& row : rows) {
@@ -132,7 +130,7 @@ TEST(NpuTools, BenchAblationReplaysADecisionTrace) {
     // The threshold rows take the trace's step count per block (two blocks of 16 from two of 8).
     EXPECT_DOUBLE_EQ(rows[1]["nfe"].get<double>(), tj["nfe"].get<double>());
     EXPECT_DOUBLE_EQ(rows[2]["nfe"].get<double>(), tj["nfe"].get<double>());
-    EXPECT_NE(r.out.find("REPLAYED"), std::string::npos);
+    EXPECT_NE(r.err.find("REPLAYED"), std::string::npos);
     // A trace of the other commit rule is refused by name.
     Result wrong = run(bench + " --ablation-configs 6 --replay " + thr.string());
     EXPECT_EQ(wrong.status, 1);
@@ -173,7 +171,7 @@ TEST(NpuTools, BenchAblationProjectsTheRevisionLanes) {
                    " --json -t 1 --ablation-configs 9 --replay-revise " +
                    tr.string());
     ASSERT_EQ(r.status, 0) << r.err;
-    const json j = json::parse(r.out.substr(r.out.find("\n{") + 1));
+    const json j = json::parse(r.out);
     const auto& rows = j["ablation"]["rows"];
     ASSERT_EQ(rows.size(), 1u);
     const auto& rv = rows[0]["revision"];
@@ -184,7 +182,7 @@ TEST(NpuTools, BenchAblationProjectsTheRevisionLanes) {
     EXPECT_GT(rv["checks"].get<double>(), 0.0);
     EXPECT_GE(proj, std::max(npu, cpu) - 1e-9);
     EXPECT_LE(proj, serial + rv["projected_contention_s"].get<double>() + 1e-9);
-    EXPECT_NE(r.out.find("PROJECTED lanes per request"), std::string::npos);
+    EXPECT_NE(r.err.find("PROJECTED lanes per request"), std::string::npos);
     // A trace whose step revises more tokens than it checks is refused by name.
     std::ofstream(tr) << "{\"trace\": \"llada.cpp decision trace v1\", \"gen\": 16, "
                          "\"block\": 8, \"threshold\": 0.5, \"steps\": "
@@ -263,4 +261,31 @@ TEST(BenchTools, LlamaBenchWithoutSamplesUsesItsMeanAndFailuresAreReported) {
             fake_llama_bench("lb-noresult", "{}"));
     EXPECT_NE(r.status, 0);
     EXPECT_NE(r.err.find("no result in llama-bench's output"), std::string::npos) << r.err;
+}
+
+// Every tool's --json, in every mode: stdout parses as one JSON document (nothing before or
+// after it), whatever the mode prints for people goes to stderr.
+TEST(BenchTools, EveryJsonModeIsOneDocumentOnStdout) {
+    const std::string m = " -m " + model() + " -t 1 --json";
+    const std::string tasks =
+        (fs::path(LLADA_SOURCE_DIR) / "models" / "tasks" / "smoke-50.jsonl").string();
+    const std::vector<std::string> cmds = {
+        bin("llada-bench") + m + " --rows 1,8 --reps 1 --no-peaks",
+        bin("llada-bench") + m + " --device npu-sim --rows 8 --reps 1 --no-peaks",
+        bin("llada-bench") + m + " --sampling --window 16 --need 4 --reps 1",
+        bin("llada-bench") + m +
+            " --e2e --policies vanilla,dual-cache --prompt-len 8 --gen 16 "
+            "--block 8 --reps 1",
+        bin("llada-bench") + m + " --ablation --timing-only --prompt-len 8 --gen 16 --block 8",
+        bin("llada-cli") + m + " --prompt-tokens '256 72 105' --gen 16 --block 8",
+        bin("llada-eval") + " -m " +
+            (fs::path(LLADA_SOURCE_DIR) / "models" / "tiny-llada-s.gguf").string() +
+            " -t 1 --json --tasks " + tasks + " --limit 2 --gen 16 --block 8",
+    };
+    for (const std::string& cmd : cmds) {
+        Result r = run(cmd);
+        ASSERT_EQ(r.status, 0) << cmd << "\n" << r.err;
+        const json j = json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+        EXPECT_FALSE(j.is_discarded()) << cmd << "\nstdout:\n" << r.out.substr(0, 400);
+    }
 }

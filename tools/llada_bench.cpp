@@ -450,34 +450,36 @@ nlohmann::json run_ablation(const tools::LoadedModel& lm, const runtime::DeviceC
                             const std::string& configs, const std::string& cache_policy,
                             const std::vector<int32_t>& prompt, int gen, int block, int steps,
                             bool sensitivity, runtime::ThreadPool& pool,
-                            const AblationTraces& traces) {
+                            const AblationTraces& traces, std::FILE* text) {
     nlohmann::json rows = nlohmann::json::array();
     const std::string npu_profile = base.profile.empty() ? "sm8750" : base.profile;
     const npu::Profile prof = npu::find_profile(npu_profile);
     double first_projected = 0;
-    std::printf(
+    std::fprintf(
+        text,
         "Published ablation structure, LLaDA-8B-Instruct Q4_0 on SM8750 (docs/npu-facts.md)\n");
-    std::printf(
-        "beside this engine's projection (profile %s + %s, %s policy for the cached rows;\n",
+    std::fprintf(
+        text, "beside this engine's projection (profile %s + %s, %s policy for the cached rows;\n",
         npu_profile.c_str(), prof.cpu_profile.c_str(), cache_policy.c_str());
-    std::printf(
+    std::fprintf(
+        text,
         "prompt %zu tokens, gen %d, block %d, steps %d). All projected times are PROJECTED.\n",
         prompt.size(), gen, block, steps);
-    std::printf("%-34s %12s %9s %14s %9s %10s %12s %6s %10s\n", "configuration", "published s",
-                "speedup", "projected s", "speedup", "one-time s", "host wall s", "NFE",
-                "computed");
+    std::fprintf(text, "%-34s %12s %9s %14s %9s %10s %12s %6s %10s\n", "configuration",
+                 "published s", "speedup", "projected s", "speedup", "one-time s", "host wall s",
+                 "NFE", "computed");
     for (size_t i = 0; i < std::size(kAblation); ++i) {
         if (configs.find(std::to_string(i + 1)) == std::string::npos) continue;
         const AblationRow& row = kAblation[i];
         const auto& row_traces = traces.of(i);
         const decode::DecisionTrace* trace = row_traces.empty() ? nullptr : &row_traces[0];
         if (row.replayed && trace == nullptr) {
-            std::printf("%-34s %12.1f   (needs a decision trace: %s FILE)\n", row.name,
-                        row.published_s,
-                        i == 5   ? "--replay"
-                        : i == 6 ? "--replay-need"
-                        : i == 7 ? "--replay-threshold"
-                                 : "--replay-revise");
+            std::fprintf(text, "%-34s %12.1f   (needs a decision trace: %s FILE)\n", row.name,
+                         row.published_s,
+                         i == 5   ? "--replay"
+                         : i == 6 ? "--replay-need"
+                         : i == 7 ? "--replay-threshold"
+                                  : "--replay-revise");
             continue;
         }
         const AblationRun r =
@@ -534,31 +536,32 @@ nlohmann::json run_ablation(const tools::LoadedModel& lm, const runtime::DeviceC
                                            n}};
         }
         rows.push_back(j);
-        std::printf("%-34s %12.1f %8.1fx %14.1f %8.1fx %10.1f %12.1f %6.2f %10s\n", row.name,
-                    row.published_s,
-                    row.published_s > 0 ? kAblation[0].published_s / row.published_s : 0.0, proj,
-                    proj > 0 ? first_projected / proj : 0.0, r.rep.one_time_us / 1e6, r.wall_s,
-                    static_cast<double>(r.stats.forwards) / r.requests,
-                    r.rep.functional ? "functional" : "timing-only");
+        std::fprintf(text, "%-34s %12.1f %8.1fx %14.1f %8.1fx %10.1f %12.1f %6.2f %10s\n", row.name,
+                     row.published_s,
+                     row.published_s > 0 ? kAblation[0].published_s / row.published_s : 0.0, proj,
+                     proj > 0 ? first_projected / proj : 0.0, r.rep.one_time_us / 1e6, r.wall_s,
+                     static_cast<double>(r.stats.forwards) / r.requests,
+                     r.rep.functional ? "functional" : "timing-only");
         if (row.replayed) {
             std::string la;
             for (int v : r.lookahead) {
                 if (!la.empty()) la += ',';
                 la += std::to_string(v);
             }
-            std::printf(
-                "  REPLAYED decisions: mean of %d traces from %s; lookahead per step of "
-                "the first [%s]; drafts per request %.1f accepted, %.1f rejected\n",
-                r.requests, trace->source.c_str(), la.c_str(),
-                static_cast<double>(r.drafts_accepted) / r.requests,
-                static_cast<double>(r.drafts_rejected) / r.requests);
+            std::fprintf(text,
+                         "  REPLAYED decisions: mean of %d traces from %s; lookahead per step of "
+                         "the first [%s]; drafts per request %.1f accepted, %.1f rejected\n",
+                         r.requests, trace->source.c_str(), la.c_str(),
+                         static_cast<double>(r.drafts_accepted) / r.requests,
+                         static_cast<double>(r.drafts_rejected) / r.requests);
         }
         if (revise) {
             const auto& v = r.revision;
             const double n = r.requests;
             const double npu_s = (v.proj_dense_ms / 1e3 - r.rep.one_time_us / 1e6) / n;
             const double cpu_s = v.proj_cpu_ms / 1e3 / n;
-            std::printf(
+            std::fprintf(
+                text,
                 "  PROJECTED lanes per request: NPU %.2f s, CPU %.2f s (%.0f check rows, %.0f K/V "
                 "refreshes, %.1f revised, %.1f CPU-only steps), shared-DRAM slowdown %.2f s, "
                 "merge %.3f s; step = max(lanes) + slowdown + merge -> %.2f s (both lanes in "
@@ -567,8 +570,8 @@ nlohmann::json run_ablation(const tools::LoadedModel& lm, const runtime::DeviceC
                 v.proj_contention_ms / 1e3 / n, v.proj_merge_ms / 1e3 / n, proj,
                 npu_s + cpu_s + v.proj_merge_ms / 1e3 / n);
         }
-        std::printf("%s", r.rep.summary().c_str());
-        std::fflush(stdout);
+        std::fprintf(text, "%s", r.rep.summary().c_str());
+        std::fflush(text);
     }
     nlohmann::json out = {{"rows", rows}};
     if (!sensitivity) return out;
@@ -576,9 +579,9 @@ nlohmann::json run_ablation(const tools::LoadedModel& lm, const runtime::DeviceC
     // Map/unmap and copy costs are not published: re-project the NPU rows (timing only, same
     // decisions) with each scaled, and the window at V73's 2 GiB.
     nlohmann::json sens = nlohmann::json::array();
-    std::printf(
-        "\nSensitivity of the PROJECTED NPU rows to unpublished constants (timing only):\n");
-    std::printf("%-44s %16s %16s\n", "parameters", "+ NPU offload s", "+ swap-opt s");
+    std::fprintf(
+        text, "\nSensitivity of the PROJECTED NPU rows to unpublished constants (timing only):\n");
+    std::fprintf(text, "%-44s %16s %16s\n", "parameters", "+ NPU offload s", "+ swap-opt s");
     const npu::Profile p0 = prof;
     struct Variant {
         std::string label, overrides;
@@ -610,8 +613,8 @@ nlohmann::json run_ablation(const tools::LoadedModel& lm, const runtime::DeviceC
                         {"overrides", v.overrides},
                         {"npu_offload_projected_s", b},
                         {"swap_optimised_projected_s", o}});
-        std::printf("%-44s %16.1f %16.1f\n", v.label.c_str(), b, o);
-        std::fflush(stdout);
+        std::fprintf(text, "%-44s %16.1f %16.1f\n", v.label.c_str(), b, o);
+        std::fflush(text);
     }
     out["sensitivity"] = sens;
     return out;
@@ -636,7 +639,9 @@ int main(int argc, char** argv) {
         args.integer({"-t", "--threads"}, "N", "threads (default: all cores)", &threads, 1, 1024);
         args.integer({"--reps"}, "N", "repetitions per measurement (median reported)", &reps, 1,
                      1000);
-        args.flag({"--json"}, "print JSON", &json);
+        args.flag({"--json"},
+                  "print one JSON document on stdout and nothing else (tables go to stderr)",
+                  &json);
         bool kv_f16 = false, full_last_layer = false;
         args.flag({"--full-last-layer"},
                   "e2e mode: run the last layer on every window row (to measure the gather of\n"
@@ -809,8 +814,9 @@ int main(int argc, char** argv) {
             for (int i = 0; i + 1 < prompt_len; ++i)
                 text += static_cast<char>('a' + i % 26);
             const auto ids = lm.tok->encode(text, lm.tok->add_bos_default(), false);
-            report["ablation"] = run_ablation(lm, devf.config, ablation_configs, cache_policy, ids,
-                                              gen, block, steps, !no_sensitivity, pool, traces);
+            report["ablation"] =
+                run_ablation(lm, devf.config, ablation_configs, cache_policy, ids, gen, block,
+                             steps, !no_sensitivity, pool, traces, json ? stderr : stdout);
             report["prompt_tokens"] = ids.size();
             report["gen"] = gen;
             report["block"] = block;
