@@ -59,6 +59,18 @@ TEST(NpuTools, BadDeviceFlagsFailWithAMessage) {
             " -p Hi --gen 8 --block 8 --device npu-sim --npu-profile sm1");
     EXPECT_EQ(r.status, 1);
     EXPECT_NE(r.err.find("unknown device profile"), std::string::npos) << r.err;
+    // npu-sim's flags on the cpu device, also when given with their default value.
+    for (const char* f : {"--npu-memory baseline", "--npu-memory optimised", "--npu-weights tq4",
+                          "--npu-buckets 32,64"}) {
+        r = run(bin("llada-cli") + " -m " + model() + " -p Hi --gen 8 --block 8 " + f);
+        EXPECT_EQ(r.status, 1) << f;
+        const std::string flag = std::string(f).substr(0, std::string(f).find(' '));
+        EXPECT_NE(r.err.find(flag + " applies to --device npu-sim"), std::string::npos)
+            << f << ": " << r.err;
+    }
+    r = run(bin("llada-cli") + " -m " + model() + " -p Hi --gen 8 --block 8 --npu-set a=1");
+    EXPECT_EQ(r.status, 1);
+    EXPECT_NE(r.err.find("profile overrides need a profile"), std::string::npos) << r.err;
 }
 
 TEST(NpuTools, BenchJsonHasProjectedMsPerRowCount) {

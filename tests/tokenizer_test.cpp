@@ -742,6 +742,11 @@ TEST(LoadErrors, MissingOrMalformedVocabulary) {
     v.merges = {};
     v.types.pop_back();
     expect_error(v, {"tokenizer.ggml.token_type", "255 entries for 256 tokens"});
+    v.types.push_back(1);
+    v.types.push_back(1);
+    expect_error(v, {"tokenizer.ggml.token_type", "257 entries for 256 tokens"});
+    v.types.pop_back();
+    v.types.pop_back();
     v.types.push_back(9);
     expect_error(v, {"token 255", "type 9"});
 }

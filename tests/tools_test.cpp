@@ -2,13 +2,18 @@
 // the prompt paths, the default-model search, and the error messages.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "decode/policy.h"
+#include "format/gguf.h"
+#include "format/gguf_writer.h"
 #include "model/model.h"
 #include "runtime/device.h"
 #include "tests/test_util.h"
@@ -103,7 +108,8 @@ TEST(LladaCli, ClearErrors) {
          "--draft-input must be mask or token"},
         {"-m " + fixture_model() + " -p x --gen 16 --block 8 --policy mbsd --revise-margin 0.3",
          "--revise-margin is a setting of --revise; give --revise too"},
-        {"-m " + fixture_model() + " -p x --gen 16 --block 8 --policy mbsd --revise --revise-mode x",
+        {"-m " + fixture_model() +
+             " -p x --gen 16 --block 8 --policy mbsd --revise --revise-mode x",
          "--revise-mode must be replace or remask"},
         {"-m " + fixture_model() + " -p x --gen 16 --block 8 --revise",
          "vanilla is LLaDA's reference schedule"},
@@ -124,6 +130,14 @@ TEST(LladaCli, ClearErrors) {
          "cannot be combined with --remasking random"},
         {"-m " + fixture_model() + " -p x --gen 16 --block 8 --policy need --refresh 2",
          "--refresh applies to the cache policies"},
+        {"-m " + fixture_model() + " -p x --gen 16 --block 8 --policy threshold --threshold 0",
+         "--threshold 0 is not a threshold"},
+        {"-m " + fixture_model() + " -p x --gen 16 --block 8 --factor 0",
+         "--factor 0 is not a factor"},
+        {"-m " + fixture_model() + " -p x --gen 16 --block 8 --steps 8 --policy threshold",
+         "--steps applies to the step schedule"},
+        {"-m " + fixture_model() + " -p x --gen 16 --block 8 --steps 8 --threshold 0.9",
+         "--steps applies to the step schedule"},
     };
     for (const auto& c : cases) {
         Result r = run(bin("llada-cli") + " " + c.args);
@@ -131,6 +145,66 @@ TEST(LladaCli, ClearErrors) {
         EXPECT_NE(r.err.find("error: "), std::string::npos) << c.args << ": " << r.err;
         EXPECT_NE(r.err.find(c.expect), std::string::npos) << c.args << ": " << r.err;
     }
+}
+
+// The fixture model rewritten with the keys `keys` replaced by what `set` writes.
+fs::path fixture_with(
+    const std::string& name, const std::vector<std::string>& keys,
+    const std::function<void(format::GgufWriter&, const format::GgufFile&)>& set) {
+    const auto path = fs::temp_directory_path() / (name + std::to_string(getpid()) + ".gguf");
+    auto f = format::GgufFile::open(fixture_model());
+    format::GgufWriter w;
+    for (const auto& kv : f->kvs()) {
+        if (std::find(keys.begin(), keys.end(), kv.key) == keys.end()) w.copy_kv(kv);
+    }
+    set(w, *f);
+    for (const auto& t : f->tensors()) {
+        w.add_tensor(t.name, t.type, std::vector<uint64_t>(t.ne, t.ne + t.n_dims),
+                     std::vector<uint8_t>(t.data, t.data + t.n_bytes));
+    }
+    w.write(path.string());
+    return path;
+}
+
+// The generation the file recommends (llada_cpp.gen_length / block_length) out of range: an
+// error naming the key, never a silent fallback to 128 / 32; --gen / --block override it.
+TEST(LladaCli, OutOfRangeGenerationMetadataIsAnError) {
+    const auto path = fixture_with("bad-gen-", {"llada_cpp.gen_length"},
+                                   [](format::GgufWriter& w, const format::GgufFile&) {
+                                       w.set_u32("llada_cpp.gen_length", 0);
+                                   });
+    Result r = run(bin("llada-cli") + " -m " + path.string() + " -p x --block 8");
+    EXPECT_EQ(r.status, 1);
+    EXPECT_NE(r.err.find("llada_cpp.gen_length is 0, outside 1 .. 1048575; give --gen"),
+              std::string::npos)
+        << r.err;
+    r = run(bin("llada-cli") + " -m " + path.string() + " -p x --gen 16 --block 8 --steps 8");
+    EXPECT_EQ(r.status, 0) << r.err;
+    fs::remove(path);
+}
+
+// A tokenizer with more tokens than the model has embedding rows is refused at load.
+TEST(LladaCli, TokenizerLargerThanTheVocabularyIsAnError) {
+    const auto path =
+        fixture_with("big-tok-", {"tokenizer.ggml.tokens", "tokenizer.ggml.token_type"},
+                     [](format::GgufWriter& w, const format::GgufFile& f) {
+                         std::vector<std::string> tokens;
+                         for (auto t : f.get_string_array("tokenizer.ggml.tokens"))
+                             tokens.emplace_back(t);
+                         tokens.push_back("<extra>");
+                         w.set_array_string("tokenizer.ggml.tokens", tokens);
+                         if (f.find("tokenizer.ggml.token_type")) {
+                             std::vector<int32_t> types;
+                             for (auto v : f.get_int_array("tokenizer.ggml.token_type"))
+                                 types.push_back(static_cast<int32_t>(v));
+                             types.push_back(1);
+                             w.set_array_i32("tokenizer.ggml.token_type", types);
+                         }
+                     });
+    Result r = run(bin("llada-cli") + " -m " + path.string() + " -p x --gen 16 --block 8");
+    EXPECT_EQ(r.status, 1);
+    EXPECT_NE(r.err.find("tokens but the model's vocabulary has"), std::string::npos) << r.err;
+    fs::remove(path);
 }
 
 TEST(LladaCli, HelpListsTheFlags) {

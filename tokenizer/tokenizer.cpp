@@ -111,7 +111,7 @@ Tokenizer Tokenizer::from_gguf(const format::GgufFile& g) {
     t.types_.assign(tokens.size(), TokenType::kNormal);
     if (g.find("tokenizer.ggml.token_type")) {
         std::vector<int64_t> types = g.get_int_array("tokenizer.ggml.token_type");
-        if (types.size() < tokens.size()) {
+        if (types.size() != tokens.size()) {
             throw Error(file_prefix(g) + "'tokenizer.ggml.token_type' has " +
                         std::to_string(types.size()) + " entries for " +
                         std::to_string(tokens.size()) + " tokens");

@@ -51,6 +51,14 @@ LoadedModel load_model(const std::string& path) {
     lm.model = model::Model::load(path);
     lm.tok =
         std::make_unique<tokenizer::Tokenizer>(tokenizer::Tokenizer::from_gguf(lm.model->gguf()));
+    // More tokens than embedding rows: the tokenizer could hand the model ids it has no row for.
+    // (Fewer is normal: converters pad the embedding to a round size, Qwen2's and Dream's by
+    // hundreds of rows.)
+    if (lm.tok->n_vocab() > lm.model->hparams().n_vocab) {
+        throw Error("'" + path + "': the tokenizer has " + std::to_string(lm.tok->n_vocab()) +
+                    " tokens but the model's vocabulary has " +
+                    std::to_string(lm.model->hparams().n_vocab) + " rows");
+    }
     lm.ids.mask = lm.tok->mask();
     lm.ids.eos = lm.tok->eos();
     lm.ids.eot = lm.tok->eot();
@@ -207,7 +215,14 @@ void DecodeFlags::finish(const ArgTable& args, const model::Model& model) {
     if (!args.given("--policy") && model.hparams().causal) policy = "ar";
     auto hint = [&](const char* key, int fallback) {
         auto v = g.opt_uint(key);
-        return v && *v > 0 && *v < (1u << 20) ? static_cast<int>(*v) : fallback;
+        if (!v) return fallback;
+        if (*v == 0 || *v >= (1u << 20)) {
+            throw Error("the model file's " + std::string(key) + " is " + std::to_string(*v) +
+                        ", outside 1 .. 1048575; give " +
+                        (std::string(key).find("gen") != std::string::npos ? "--gen" : "--block") +
+                        " to decode it anyway");
+        }
+        return static_cast<int>(*v);
     };
     if (!args.given("--gen")) opt.gen = hint("llada_cpp.gen_length", 128);
     if (!args.given("--block")) {
@@ -215,6 +230,22 @@ void DecodeFlags::finish(const ArgTable& args, const model::Model& model) {
         if (opt.gen % opt.block != 0) opt.block = opt.gen;
     }
     if (!args.given("--steps")) opt.steps = opt.gen;
+    // 0 is the "not given" value inside the options; given on the command line it would
+    // silently mean the policy's default.
+    if (args.given("--threshold") && opt.threshold == 0.0) {
+        throw Error(
+            "--threshold 0 is not a threshold: give TAU in (0, 1], or leave it out for "
+            "the policy's default (threshold: 0.9)");
+    }
+    if (args.given("--factor") && opt.factor == 0.0)
+        throw Error("--factor 0 is not a factor: give F > 0, or leave it out");
+    if (args.given("--steps") &&
+        (opt.threshold > 0.0 || opt.factor > 0.0 || policy == "threshold")) {
+        throw Error(
+            "--steps applies to the step schedule; with a parallel commit rule "
+            "(--threshold, --factor, --policy threshold) a block takes as many steps as "
+            "it needs");
+    }
     if (remasking == "low_confidence") {
         opt.remasking = decode::Remasking::LowConfidence;
     } else if (remasking == "random") {
@@ -408,6 +439,7 @@ nlohmann::json tts_json(const TtsChoice& t, const std::string& select) {
 }
 
 void DeviceFlags::add_to(ArgTable& args) {
+    this->args = &args;
     args.section("Device");
     args.string({"--device"}, "NAME",
                 "cpu (default) or npu-sim (the simulated NPU: matrix work on the NPU,\n"
@@ -442,6 +474,12 @@ void DeviceFlags::add_to(ArgTable& args) {
 std::unique_ptr<runtime::Device> DeviceFlags::make(runtime::ThreadPool& pool) const {
     if (!simd.empty()) kernels::limit_simd(simd);
     runtime::DeviceConfig c = config;
+    if (c.device == "cpu" && args != nullptr) {
+        // Given explicitly, even with the default value, they ask for something cpu ignores.
+        for (const char* f : {"--npu-memory", "--npu-weights", "--npu-buckets"}) {
+            if (args->given(f)) throw Error(std::string(f) + " applies to --device npu-sim");
+        }
+    }
     c.buckets.clear();
     std::stringstream ss(buckets);
     std::string item;

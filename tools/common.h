@@ -111,6 +111,8 @@ struct DeviceFlags {
     runtime::DeviceConfig config;
     std::string buckets;
     std::string simd;  // --simd: run the kernels of this instruction set (empty: the best)
+    // The table add_to registered the flags in (it outlives make()): which flags were given.
+    const ArgTable* args = nullptr;
     void add_to(ArgTable& args);
     // Throws llada::Error for an unknown device or profile and for flags the device ignores.
     std::unique_ptr<runtime::Device> make(runtime::ThreadPool& pool) const;

@@ -43,9 +43,10 @@ std::vector<Problem> read_problems(const std::string& path) {
             !j.contains("answer")) {
             throw Error(where + ": expected an object with a string \"prompt\" and an \"answer\"");
         }
+        if (j.contains("task") && !j["task"].is_string())
+            throw Error(where + ": \"task\" must be a string, got " + j["task"].dump());
         Problem p;
-        p.task =
-            j.contains("task") && j["task"].is_string() ? j["task"].get<std::string>() : "default";
+        p.task = j.contains("task") ? j["task"].get<std::string>() : "default";
         p.prompt = j["prompt"].get<std::string>();
         p.answer = j["answer"].is_string() ? j["answer"].get<std::string>() : j["answer"].dump();
         out.push_back(std::move(p));
@@ -58,8 +59,9 @@ AnswerMatcher::AnswerMatcher(const std::string& regex) {
     if (regex.empty()) return;
     int err = 0;
     PCRE2_SIZE off = 0;
-    pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(regex.c_str()), regex.size(),
-                                     PCRE2_UTF | PCRE2_UCP, &err, &off, nullptr);
+    pcre2_code* code =
+        pcre2_compile(reinterpret_cast<PCRE2_SPTR>(regex.c_str()), regex.size(),
+                      PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err, &off, nullptr);
     if (!code) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(err, msg, sizeof(msg));
@@ -91,6 +93,9 @@ std::optional<std::string> AnswerMatcher::extract(const std::string& generated) 
     std::optional<std::string> last;
     PCRE2_SIZE start = 0;
     while (start <= generated.size()) {
+        // PCRE2_MATCH_INVALID_UTF: text the model generated that is not valid UTF-8 is searched
+        // like any other (an invalid sequence matches nothing), not a UTF error that would end
+        // the search as "no answer".
         int rc = pcre2_match(code, reinterpret_cast<PCRE2_SPTR>(generated.data()), generated.size(),
                              start, 0, md, nullptr);
         if (rc < 0) break;
