@@ -10,11 +10,13 @@ tokenizer: a selector byte (vocabulary and special-token parsing) + task prompts
            the fixtures' tokenizer test texts, a few hostile strings
 chat:      the templates of tests/data/chat/golden.json + NUL + message contents
 request:   request bodies for both endpoints, valid and not
+safetensors: small files of every dtype, with and without __metadata__
 """
 
 import glob
 import json
 import os
+import struct
 import subprocess
 import sys
 
@@ -88,6 +90,25 @@ def main():
         write(r, f"body-{i:02d}.json", json.dumps(b))
     write(r, "array.json", "[1, 2, {}]")
     write(r, "deep.json", "[" * 64 + "]" * 64)
+
+    # safetensors: small files of every dtype the reader knows, with and without metadata
+    st = os.path.join(out, "safetensors")
+    sizes = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "I16": 2, "U16": 2, "F16": 2,
+             "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "F64": 8, "I64": 8, "U64": 8}
+    for i, (dt, size) in enumerate(sizes.items()):
+        header, data = {}, b""
+        if i % 2:
+            header["__metadata__"] = {"format": "pt", "dtype": dt}
+        for j, shape in enumerate(([2, 3], [4], [1, 1, 2])):
+            n = size
+            for d in shape:
+                n *= d
+            header[f"model.layers.{j}.weight"] = {"dtype": dt, "shape": shape,
+                                                  "data_offsets": [len(data), len(data) + n]}
+            data += bytes((k * 37 + i) % 256 for k in range(n))
+        h = json.dumps(header).encode()
+        h += b" " * (-len(h) % 8)
+        write(st, f"{dt}.safetensors", struct.pack("<Q", len(h)) + h + data)
 
 
 if __name__ == "__main__":

@@ -36,7 +36,36 @@ def kv_u32(k, v):
     return gstr(k) + struct.pack("<II", 4, v)
 
 
+def safetensors(header, data=b"", pad=True):
+    """A safetensors file: the header (a dict, or raw bytes) JSON-encoded, then the data."""
+    h = header if isinstance(header, bytes) else json.dumps(header).encode()
+    if pad:
+        h += b" " * (-len(h) % 8)
+    return struct.pack("<Q", len(h)) + h + data
+
+
 def main():
+    one = {"__metadata__": {"format": "pt"},
+           "a": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]},
+           "b": {"dtype": "BF16", "shape": [3], "data_offsets": [16, 22]}}
+    put("safetensors", "valid-two-tensors", safetensors(one, bytes(range(22))))
+    put("safetensors", "header-length-2^63", struct.pack("<Q", 1 << 63) + b"{}")
+    put("safetensors", "truncated", b"\x10\x00\x00")
+    put("safetensors", "not-json", safetensors(b"{not json", b""))
+    put("safetensors", "duplicate-name", safetensors(
+        b'{"a": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]}, '
+        b'"a": {"dtype": "U8", "shape": [1], "data_offsets": [1, 2]}}', b"xy"))
+    put("safetensors", "offsets-past-end", safetensors(
+        {"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 1 << 62]}}, b"\0" * 16))
+    put("safetensors", "overlap", safetensors(
+        {"a": {"dtype": "U8", "shape": [4], "data_offsets": [0, 4]},
+         "b": {"dtype": "U8", "shape": [4], "data_offsets": [2, 6]}}, b"\0" * 6))
+    put("safetensors", "shape-overflow", safetensors(
+        {"a": {"dtype": "F64", "shape": [1 << 32, 1 << 32, 16], "data_offsets": [0, 0]}}))
+    put("safetensors", "negative-shape", safetensors(
+        {"a": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 4]}}, b"\0" * 4))
+    put("safetensors", "metadata-not-strings", safetensors({"__metadata__": {"n": 3}}))
+
     arch = kv_str("general.architecture", "llada")
     put("gguf", "truncated-header", b"GGUF\x03\x00\x00")
     put("gguf", "kv-count-2^63", b"GGUF" + struct.pack("<IQQ", 3, 0, 1 << 63))

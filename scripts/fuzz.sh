@@ -15,7 +15,7 @@ fi
 B=${FUZZ_BUILD:-build-fuzz}
 CC=clang-16 CXX=clang++-16 cmake -B "$B" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLLADA_FUZZ=ON \
     -DLLADA_BUILD_TESTS=OFF > /dev/null
-targets="gguf tokenizer chat request"
+targets="gguf tokenizer chat request safetensors"
 cmake --build "$B" -j2 --target llada-quantize $(for t in $targets; do printf '%s_fuzz ' "$t"; done) > /dev/null
 rm -rf "$B/corpus"
 python3 fuzz/make_corpus.py "$B/corpus" "$B/bin"
