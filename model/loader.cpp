@@ -14,7 +14,8 @@ namespace llada::model {
 namespace {
 
 // What distinguishes the supported architectures. All share the LLaMA block (RMSNorm, separate
-// Q/K/V, SwiGLU); they differ in attention direction, RoPE pairing and the logit shift.
+// Q/K/V, SwiGLU); they differ in attention direction, RoPE pairing, the logit shift and which
+// optional tensors they may carry (kOptionalBiases).
 struct ArchInfo {
     const char* name;
     bool causal;
@@ -27,6 +28,24 @@ constexpr ArchInfo kArchs[] = {
     {"llada", false, kernels::RopeStyle::Norm, false},
     // LLaMA: the autoregressive baseline (and the tiny models' AR twin).
     {"llama", true, kernels::RopeStyle::Norm, false},
+    // Dream: the Qwen2 block (Q/K/V biases, GQA), bidirectional, NEOX RoPE (pairs (i, i + n/2),
+    // HF's rotate_half), and shifted logits: row p predicts position p + 1.
+    {"dream", false, kernels::RopeStyle::Neox, true},
+};
+
+// Tensors a file may or may not have, each added where llama.cpp's graph adds it: the Q/K/V
+// projection biases (Qwen2's, so Dream's), after the projection and before RoPE. Any
+// architecture may carry them; absent means zero. (llama.cpp loads but ignores LLaDA's
+// attn_output / ffn biases and Dream's output.bias, and so does this loader.)
+struct OptionalBias {
+    const char* suffix;
+    std::vector<float> LayerWeights::*field;
+    bool kv;  // sized by the KV heads (K, V) rather than the query heads
+};
+const OptionalBias kOptionalBiases[] = {
+    {"attn_q.bias", &LayerWeights::bq, false},
+    {"attn_k.bias", &LayerWeights::bk, true},
+    {"attn_v.bias", &LayerWeights::bv, true},
 };
 
 const ArchInfo* find_arch(std::string_view name) {
@@ -218,6 +237,11 @@ void Model::load_weights(runtime::ThreadPool*) {
                     " but the file has no tensor 'blk." + std::to_string(hp_.n_layer - 1) +
                     ".attn_norm.weight'");
     }
+    if (file_->find_tensor("blk.0.attn_qkv.weight")) {
+        throw Error("model '" + file_->path() +
+                    "': a fused 'attn_qkv' projection is not supported; this loader reads "
+                    "separate attn_q, attn_k and attn_v (as llama.cpp's converter writes them)");
+    }
     layers_.resize(hp_.n_layer);
     for (int l = 0; l < hp_.n_layer; ++l) {
         const std::string p = "blk." + std::to_string(l) + ".";
@@ -226,6 +250,11 @@ void Model::load_weights(runtime::ThreadPool*) {
         L.wq = matrix(p + "attn_q.weight", d, hp_.n_head * hd);
         L.wk = matrix(p + "attn_k.weight", d, hp_.n_kv_head * hd);
         L.wv = matrix(p + "attn_v.weight", d, hp_.n_kv_head * hd);
+        for (const OptionalBias& ob : kOptionalBiases) {
+            if (file_->find_tensor(p + ob.suffix)) {
+                L.*ob.field = vector(p + ob.suffix, (ob.kv ? hp_.n_kv_head : hp_.n_head) * hd);
+            }
+        }
         L.wo = matrix(p + "attn_output.weight", hp_.n_head * hd, d);
         L.ffn_norm = vector(p + "ffn_norm.weight", d);
         L.w_gate = matrix(p + "ffn_gate.weight", d, hp_.n_ff);

@@ -39,6 +39,7 @@ struct Hparams {
 struct LayerWeights {
     std::vector<float> attn_norm, ffn_norm;  // F32 copies of the norm vectors
     kernels::WeightView wq, wk, wv, wo, w_gate, w_up, w_down;
+    std::vector<float> bq, bk, bv;  // optional projection biases (Dream's); empty when absent
 };
 
 class Model {

@@ -16,6 +16,9 @@ runtime::Plan Model::build_plan(int64_t max_rows, int64_t max_out, Head head,
         int q = b.matmul(h, L.wq, p + "attn_q");
         int k = b.matmul(h, L.wk, p + "attn_k");
         int v = b.matmul(h, L.wv, p + "attn_v");
+        if (!L.bq.empty()) q = b.add_bias(q, L.bq.data(), p + "attn_q.bias");
+        if (!L.bk.empty()) k = b.add_bias(k, L.bk.data(), p + "attn_k.bias");
+        if (!L.bv.empty()) v = b.add_bias(v, L.bv.data(), p + "attn_v.bias");
         q = b.rope(q, hp.n_head, hp.head_dim, hp.n_rot, hp.rope_style, rope_cos_.data(),
                    rope_sin_.data(), hp.n_ctx, p + "attn_q.rope");
         k = b.rope(k, hp.n_kv_head, hp.head_dim, hp.n_rot, hp.rope_style, rope_cos_.data(),

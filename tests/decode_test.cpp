@@ -171,6 +171,34 @@ std::string policy_error(decode::GenerateOptions opt, decode::TokenIds ids, int 
 }
 }  // namespace
 
+// A model with shifted logits (Dream) is refused by every policy until the policies take each
+// position's prediction from the row before it: decoding it unshifted would be silently wrong.
+TEST(Vanilla, ShiftedLogitsAreRefusedNotDecodedWrong) {
+    const fs::path dream =
+        fs::path(LLADA_SHARED_FIXTURES) / "llamacpp" / "dream-tiny-f32" / "model.gguf";
+    if (!fs::exists(dream)) GTEST_SKIP() << "../shared/fixtures is absent: skipped";
+    auto m = model::Model::load(dream.string());
+    ASSERT_TRUE(m->hparams().shift_logits);
+    runtime::ThreadPool pool(1);
+    auto dev = runtime::make_cpu_device(pool);
+    decode::GenerateOptions o;
+    o.gen = 16;
+    o.block = 8;
+    o.steps = 16;
+    for (const char* policy : {"vanilla", "dual-cache", "threshold", "need", "mbsd"}) {
+        try {
+            decode::GenerateOptions po = o;
+            if (std::string(policy) == "mbsd") po.lookahead = 4;
+            decode::make_policy(policy, *m, *dev, po, {299, 298, -1})
+                ->generate(std::vector<int32_t>{297, 65, 66});
+            ADD_FAILURE() << policy << " decoded a shifted model";
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find("has shifted logits"), std::string::npos)
+                << policy << ": " << e.what();
+        }
+    }
+}
+
 TEST(Vanilla, ImpossibleOptionsAreRejectedClearly) {
     decode::TokenIds ids{258, 257, -1};
     decode::GenerateOptions o;

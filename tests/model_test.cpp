@@ -127,6 +127,31 @@ TEST(ModelParity, MatchesLlamaCppOnEveryLladaFixture) {
 // (max / mean), where the float32 cache misses `logits_fa` by 1.3e-4 / 2.7e-5. Allowed: the
 // float32 table's tolerances above, the F32 and Q8_0 means 5e-7 (50x below the float32 cache's
 // miss, which the last check confirms, so the test tells the two caches apart).
+// Dream (the Qwen2 block: Q/K/V biases, GQA 4/2, NEOX RoPE) against llama.cpp, raw rows (the
+// logit shift is the decoder's business, not the forward's). Both sets are F32, so the llada F32
+// tolerances apply for the same reason: only float32 summation order differs (the fixtures'
+// README measured 1.7e-7 for an independent reference), while a NEOX/NORM mix-up costs 7e-3 and
+// a wrong GQA mapping 0.78. The perturbed set has random norm weights and biases, so a forward
+// that skipped either would miss by far more than 2e-6.
+TEST(ModelParity, MatchesLlamaCppOnEveryDreamFixture) {
+    if (!fs::exists(shared_llamacpp())) GTEST_SKIP() << "../shared/fixtures is absent: skipped";
+    expect_fixtures_match(
+        {{"dream-tiny-f32", 2e-6, 2e-7}, {"dream-tiny-f32-perturbed", 2e-6, 2e-7}}, "logits.f32");
+}
+
+TEST(ModelLoad, HparamsOfTheDreamFixture) {
+    const fs::path dir = shared_llamacpp() / "dream-tiny-f32-perturbed";
+    if (!fs::exists(dir)) GTEST_SKIP() << "../shared/fixtures is absent: skipped";
+    auto m = model::Model::load((dir / "model.gguf").string());
+    const auto& hp = m->hparams();
+    EXPECT_EQ(hp.arch, "dream");
+    EXPECT_EQ(hp.n_head, 4);
+    EXPECT_EQ(hp.n_kv_head, 2);
+    EXPECT_FALSE(hp.causal);
+    EXPECT_TRUE(hp.shift_logits);  // no diffusion.shift_logits key: Dream's default
+    EXPECT_EQ(hp.rope_style, kernels::RopeStyle::Neox);
+}
+
 // The quantised sets on every SIMD target this machine has (the table above runs on the best
 // one only): the portable targets once summed RMSNorm's squares in another order, which moved
 // Q8_0 rounding ties of the Q4_0 set and cost 2e-3 of max|logit| on average.
