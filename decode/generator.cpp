@@ -138,6 +138,19 @@ Generator::Generator(const model::Model& model, const GenerateOptions& opt, cons
     if (cfg_.speculate && opt_.lookahead < 0 && (cost_ == nullptr || cost_->empty())) {
         throw Error("--lookahead auto needs the device's latency table or a calibration");
     }
+    // Shifted logits (Dream): position p is decided from row p - 1. Every window below then
+    // holds the row before each position it predicts.
+    shift_ = model_.hparams().shift_logits ? 1 : 0;
+    if (shift_ && opt_.revise.on) {
+        throw Error("--revise is not available for a model with shifted logits (" +
+                    model_.hparams().arch +
+                    "): a check of position p would be row p - 1 seeing "
+                    "a mask at p, which the CPU path's check rows do not build yet");
+    }
+    if (shift_ && cfg_.speculate && opt_.draft_input == DraftInput::Token) {
+        throw Error("--draft-input token is not available for a model with shifted logits (" +
+                    model_.hparams().arch + "); use --draft-input mask");
+    }
     P_ = static_cast<int>(prompt.size());
     L_ = P_ + opt_.gen;
     check_canvas_fits(model_, P_, opt_.gen);
@@ -275,7 +288,8 @@ const StepRequest& Generator::plan_step() {
         const int32_t banned = cfg_.exact_reference ? -1 : ids_.mask;
         for (const RowRequest& row : req_.rows) {
             if (!row.predict) continue;
-            req_.gumbel.push_back({own_noise_.seed(), base + static_cast<uint64_t>(row.pos * V),
+            const int64_t predicted = row.pos + shift_;  // the position the row decides
+            req_.gumbel.push_back({own_noise_.seed(), base + static_cast<uint64_t>(predicted * V),
                                    opt_.temperature, banned});
         }
     }
@@ -289,7 +303,9 @@ void Generator::plan_classic() {
     // Which rows this step computes: a full refresh, or the cached policy's window.
     const bool full =
         cfg_.window == WindowMode::Full || i == 0 || (opt_.refresh > 0 && i % opt_.refresh == 0);
-    const int w0 = full ? 0 : block_start;
+    // (With shifted logits the window starts one row early: that row decides the block's first
+    // position.)
+    const int w0 = full ? 0 : block_start - shift_;
     const int w1 = full || cfg_.window == WindowMode::Prefix ? L_ : block_end;
     // Rows whose prediction can matter: masked positions before the block's end (under
     // revision, remasked positions before the window join it).
@@ -301,8 +317,9 @@ void Generator::plan_classic() {
     for (int s = 0; s < n_seq(); ++s) {
         k = 0;
         for (int p = std::min(n0, w0); p < w1; ++p) {
-            if (p < w0 && x[p] != ids_.mask) continue;
-            const bool predict = k < need_.size() && need_[k] == p;
+            const int q = p + shift_;  // the position row p decides
+            if (p < w0 && !(q < L_ && x[q] == ids_.mask)) continue;
+            const bool predict = k < need_.size() && need_[k] == q;
             k += predict;
             const int32_t tok = s == 1 && prompt_index_[p] ? ids_.mask : x[p];
             req_.rows.push_back({tok, p, s, p, -1, predict});
@@ -347,12 +364,16 @@ void Generator::plan_need() {
     for (int s = 0; s < n_seq(); ++s) {
         in = il = 0;
         for (int p = 0; p < L_; ++p) {
-            const bool is_need = in < need_.size() && need_[in] == p;
-            const bool is_look = il < look_.size() && look_[il] == p;
+            // Row p decides position q (p itself, or p + 1 with shifted logits).
+            const int q = p + shift_;
+            const bool is_need = in < need_.size() && need_[in] == q;
+            const bool is_look = il < look_.size() && look_[il] == q;
             in += is_need;
             il += is_look;
             const bool committed =
                 state_[p] == TokenState::Visible || state_[p] == TokenState::Stable;
+            // A row of a later block that is still masked (or a draft).
+            const bool future = p >= block_end && !committed;
             const bool stale = stale_at(p);
             if (!(first || is_need || is_look || stale)) continue;
             if (s == 0 && stale && !first) stale_.push_back(p);
@@ -370,7 +391,7 @@ void Generator::plan_need() {
             // A draft row fed the mask writes nothing: the cache keeps what the policy without
             // speculation would have there. Fed its draft token, it writes its own slot, so
             // that the rows around it see the draft.
-            const bool writes = !is_look || first;
+            const bool writes = !future || first;
             req_.rows.push_back({tok, p, s, writes ? p : -1, -1, is_need || is_look});
         }
     }

@@ -157,6 +157,7 @@ class Generator {
     NoiseSource* noise_;
 
     int P_ = 0, L_ = 0, n_blocks_ = 0, steps_per_block_ = 0;
+    int shift_ = 0;  // 1 for shifted logits: position p is decided from row p - 1
     int block_ = 0, step_in_block_ = 0, global_step_ = 0;
     bool done_ = false;
     bool blocks_done_ = false;  // every block decoded (revision may go on)

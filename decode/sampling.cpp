@@ -105,13 +105,6 @@ void validate_common_options(const GenerateOptions& opt, const TokenIds& ids,
     if (ids.mask >= model.hparams().n_vocab) {
         throw Error("mask token id " + std::to_string(ids.mask) + " is outside the vocabulary");
     }
-    if (model.hparams().shift_logits) {
-        // Decoding it as if unshifted would commit every token from the wrong row.
-        throw Error("model architecture '" + model.hparams().arch +
-                    "' has shifted logits (row p predicts position p + 1; diffusion.shift_logits "
-                    "is true or, for dream, absent), which the diffusion policies do not decode "
-                    "yet; its forward pass is supported (llada-forward)");
-    }
     if (model.hparams().causal) {
         throw Error("model architecture '" + model.hparams().arch +
                     "' is autoregressive; diffusion policies need a bidirectional model (llada)");

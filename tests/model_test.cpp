@@ -269,7 +269,7 @@ TEST(ModelLoad, TiedOutputAndGqaLoad) {
 TEST(ModelLoad, ClearErrorsForBadFiles) {
     EXPECT_NE(load_error(tiny_llada([](auto& w) {
                   w.set_string("general.architecture", "mamba");
-              })).find("architecture 'mamba' is not supported"),
+              })).find("architecture 'mamba' is not supported (supported: llada, llama, dream)"),
               std::string::npos);
     EXPECT_NE(load_error(tiny_llada([](auto& w) {
                   w.set_u32("llada.attention.head_count_kv", 3);
