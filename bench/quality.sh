@@ -19,6 +19,12 @@
 #             (WINO's regime), the remask variant at 0.7 (tiny-llada-s: block 8); the CPU path beside the dense one
 #             (--revise-serial for the same work in series)
 #   traces    only the decision traces of the replayed ablation rows (bench/ablation.sh)
+#   long      tiny-llada-l (128 tokens in blocks of 32; models/README.md) on the long suite:
+#             vanilla at 1 and 8 tokens per step, blocks 32 and 16; the fast policies (dual-cache
+#             + threshold 0.9, mbsd + threshold 0.9 on npu-sim) on mix-1000-l at block 32, and on
+#             its first 200 problems those two beside mbsd + --revise and TTS of 4 candidates; the AR twin tiny-ar-l; and the decision traces
+#             the 8B projections replay (bench/ablation.sh with TRACES=long). SET=mix
+#             takes the grid on mix-1000-l (1,000 problems) instead of all-test-l (4,000).
 . "$(dirname "$0")/common.sh"
 Q=$OUT/quality
 mkdir -p "$Q"
@@ -30,6 +36,30 @@ MIX=$ROOT/models/tasks/mix-1000.jsonl
 eval_() { "$BIN/llada-eval" -t 1 --parallel "$THREADS" --json "$@"; }
 for part in ${QUALITY:-grid hardgrid policies ar hard spec revise}; do
     case $part in
+    long)
+        ML=$ROOT/models/tiny-llada-l.gguf
+        TL=$ROOT/models/tasks/all-test-l.jsonl
+        [ "${SET:-all}" = mix ] && TL=$ROOT/models/tasks/mix-1000-l.jsonl
+        ML1=$ROOT/models/tasks/mix-1000-l.jsonl
+        for b in 32 16; do for s in 128 16; do
+            eval_ -m "$ML" --tasks "$TL" --gen 128 --block $b --steps $s > "$Q/long-b$b-s$s.json"
+        done; done
+        eval_ -m "$ML" --tasks "$ML1" --gen 128 --block 32 --policy dual-cache --threshold 0.9 > "$Q/long-pol-dual.json"
+        eval_ -m "$ML" --tasks "$ML1" --gen 128 --block 32 --policy mbsd --threshold 0.9 --device npu-sim > "$Q/long-pol-mbsd.json"
+        # Revision and TTS (4 candidates) cost several times a plain run: the first 200 problems.
+        eval_ -m "$ML" --tasks "$ML1" --limit 200 --gen 128 --block 32 --policy mbsd --threshold 0.9 --device npu-sim > "$Q/long-pol200-mbsd.json"
+        eval_ -m "$ML" --tasks "$ML1" --limit 200 --gen 128 --block 32 --policy mbsd --threshold 0.9 --device npu-sim --revise > "$Q/long-pol200-mbsd-rev.json"
+        eval_ -m "$ML" --tasks "$ML1" --limit 200 --gen 128 --block 32 --policy dual-cache --threshold 0.9 > "$Q/long-pol200-dual.json"
+        eval_ -m "$ML" --tasks "$ML1" --limit 200 --gen 128 --block 32 --policy dual-cache --threshold 0.9 --tts 4 --temperature 0.5 > "$Q/long-pol200-tts4.json"
+        eval_ -m "$ROOT/models/tiny-ar-l.gguf" --tasks "$TL" --gen 128 > "$Q/long-ar.json"
+        # The decision traces of the replayed ablation rows (bench/ablation.sh with TRACES=long),
+        # every block decoded, on the first 100 problems of mix-1000-l (25 per task).
+        tr() { name=$1; shift; eval_ -m "$ML" --tasks "$ML1" --limit 100 --gen 128 --block 32 --no-early-stop \
+            --trace-out "$Q/trace-long-$name.jsonl" "$@" > "$Q/trace-long-$name.json"; }
+        tr mbsd-sched --policy mbsd --device npu-sim
+        tr need --policy need --threshold 0.9
+        tr mbsd --policy mbsd --threshold 0.9 --device npu-sim
+        tr mbsd-rev --policy mbsd --threshold 0.7 --device npu-sim --revise ;;
     grid)
         for b in 8 16 32; do for s in 32 16 8 4; do
             eval_ -m "$M" --tasks "$TEST" --gen 32 --block $b --steps $s > "$Q/grid-b$b-s$s.json"

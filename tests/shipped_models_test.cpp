@@ -18,7 +18,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* kModels[] = {"tiny-llada-s", "tiny-llada-m", "tiny-ar-s", "tiny-ar-m"};
+const char* kModels[] = {"tiny-llada-s", "tiny-llada-m", "tiny-ar-s",
+                         "tiny-ar-m",    "tiny-llada-l", "tiny-ar-l"};
 
 fs::path model_path(const std::string& name) {
     return fs::path(LLADA_SOURCE_DIR) / "models" / (name + ".gguf");

@@ -1,14 +1,16 @@
 """Writes tests/data/models/: what the C++ tests check the shipped tiny models against.
 
 For every shipped model (models/tiny-*.gguf):
-  <name>.tokens.txt   a canvas (BOS + a prompt + 64 mask ids for llada; BOS + prompt + answer
+  <name>.tokens.txt   a canvas (BOS + a prompt + gen mask ids for llada; BOS + prompt + answer
                       for the autoregressive llama twin), ids on one line
   <name>.logits.f32   train/model.py's float32 logits for it, [n_tokens][n_vocab], unshifted
   <name>.smoke.json   the Python reference decoder's per-problem results on
-                      models/tasks/smoke-50.jsonl (vanilla: gen 64, steps 64, block 16, T 0;
-                      the llama twin: greedy, gen 64), so llada-eval can be held to them.
+                      models/tasks/smoke-50.jsonl (vanilla: gen 32, steps 32, block 16, T 0;
+                      the llama twin: greedy, gen 32), so llada-eval can be held to them; the
+                      long suite's models (tiny-*-l) on smoke-50-l.jsonl at gen 128, steps 128,
+                      block 32.
 
-    /usr/bin/python3 train/make_model_fixtures.py
+    /usr/bin/python3 train/make_model_fixtures.py [NAME ...]   # default: every shipped model
 """
 
 import json
@@ -27,17 +29,28 @@ import vocab  # noqa: E402
 from eval import run_ar, run_llada, score_outputs  # noqa: E402
 from model import load_gguf  # noqa: E402
 
-MODELS = ["tiny-llada-s", "tiny-llada-m", "tiny-ar-s", "tiny-ar-m"]
-SMOKE = os.path.join(ROOT, "models", "tasks", "smoke-50.jsonl")
+MODELS = ["tiny-llada-s", "tiny-llada-m", "tiny-ar-s", "tiny-ar-m", "tiny-llada-l", "tiny-ar-l"]
 OUT = os.path.join(ROOT, "tests", "data", "models")
-SETTING = {"gen": tasks.GEN_LENGTH, "steps": tasks.GEN_LENGTH, "block": 16}
+
+
+def setting_of(name):
+    """(smoke slice, setting): the long suite's models at their 128 tokens in blocks of 32."""
+    if name.endswith("-l"):
+        return (os.path.join(ROOT, "models", "tasks", "smoke-50-l.jsonl"),
+                {"gen": tasks.GEN_LENGTH_L, "steps": tasks.GEN_LENGTH_L, "block": tasks.BLOCK_LENGTH_L})
+    return (os.path.join(ROOT, "models", "tasks", "smoke-50.jsonl"),
+            {"gen": tasks.GEN_LENGTH, "steps": tasks.GEN_LENGTH, "block": 16})
 
 
 def main():
     torch.set_num_threads(2)
     os.makedirs(OUT, exist_ok=True)
-    rows = [json.loads(line) for line in open(SMOKE) if line.strip()]
-    for name in MODELS:
+    names = sys.argv[1:] or MODELS
+    for name in names:
+        if name not in MODELS:
+            raise SystemExit(f"unknown model {name!r}; shipped: {', '.join(MODELS)}")
+        smoke, SETTING = setting_of(name)
+        rows = [json.loads(line) for line in open(smoke) if line.strip()]
         path = os.path.join(ROOT, "models", name + ".gguf")
         if not os.path.exists(path):
             print(f"skip {name}: {path} does not exist")
@@ -68,7 +81,7 @@ def main():
         correct = [bool(r["ok"]) for r in results]
         record = {
             "model": f"models/{name}.gguf",
-            "tasks": "models/tasks/smoke-50.jsonl",
+            "tasks": os.path.relpath(smoke, ROOT),
             "setting": setting,
             "n": len(correct),
             "correct": sum(correct),
