@@ -20,6 +20,7 @@
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
 #include "kernels/exp_lut-inl.h"
+#include "kernels/tile_simd-inl.h"
 
 #include <algorithm>
 #include <cassert>
@@ -45,7 +46,7 @@ constexpr int64_t kMaxCopyDim = 256;  // largest head copied into contiguous chu
 constexpr int64_t kOutVecs = 4;       // output vectors per row held in registers in the PV loop
 constexpr int64_t kSumBlock = 32;     // head values per partial sum of a one-lane score chain
 
-using DF = hn::ScalableTag<float>;
+using DF = TileTagF;  // full vectors; 128-bit on SVE (kernels/tile_simd-inl.h)
 using VF = hn::Vec<DF>;
 
 #if HWY_TARGET != HWY_SCALAR
@@ -97,28 +98,28 @@ HWY_INLINE void Scores4(const float* const* q, const float* const* k, int64_t he
 #else
     const DF df;
     const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-    VF acc[R][4];
+    VecArray<DF, R * 4> acc;  // acc[r * 4 + c]
     for (int r = 0; r < R; ++r) {
         for (int c = 0; c < 4; ++c)
-            acc[r][c] = hn::Zero(df);
+            Put(acc, r * 4 + c, hn::Zero(df));
     }
     int64_t i = 0;
     for (; i + N <= head_dim; i += N) {
-        VF kv[4];
+        VecArray<DF, 4> kv;
         for (int c = 0; c < 4; ++c)
-            kv[c] = hn::LoadU(df, k[c] + i);
+            Put(kv, c, hn::LoadU(df, k[c] + i));
         for (int r = 0; r < R; ++r) {
             const VF qv = hn::LoadU(df, q[r] + i);
             for (int c = 0; c < 4; ++c)
-                acc[r][c] = hn::MulAdd(qv, kv[c], acc[r][c]);
+                Put(acc, r * 4 + c, hn::MulAdd(qv, kv[c], acc[r * 4 + c]));
         }
     }
     // Written out: with a loop over r here GCC 12 keeps acc in memory, storing all the
     // accumulators on every step of the loop above.
-    Sum4(df, acc[0][0], acc[0][1], acc[0][2], acc[0][3], s[0]);
-    if constexpr (R > 1) Sum4(df, acc[1][0], acc[1][1], acc[1][2], acc[1][3], s[1]);
-    if constexpr (R > 2) Sum4(df, acc[2][0], acc[2][1], acc[2][2], acc[2][3], s[2]);
-    if constexpr (R > 3) Sum4(df, acc[3][0], acc[3][1], acc[3][2], acc[3][3], s[3]);
+    Sum4(df, acc[0], acc[1], acc[2], acc[3], s[0]);
+    if constexpr (R > 1) Sum4(df, acc[4], acc[5], acc[6], acc[7], s[1]);
+    if constexpr (R > 2) Sum4(df, acc[8], acc[9], acc[10], acc[11], s[2]);
+    if constexpr (R > 3) Sum4(df, acc[12], acc[13], acc[14], acc[15], s[3]);
     for (int r = 0; r < R; ++r) {
         for (int64_t t = i; t < head_dim; ++t) {
             for (int c = 0; c < 4; ++c)
@@ -135,25 +136,28 @@ HWY_INLINE void AccumulateValues(const float* const* p, int64_t ps, const float*
                                  float* const* o) {
     const DF df;
     const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-    VF acc[R][kOutVecs];
+    constexpr int U = static_cast<int>(kOutVecs);
+    VecArray<DF, R * U> acc;  // acc[r * U + u]
     for (int r = 0; r < R; ++r) {
         for (int64_t u = 0; u < nv; ++u)
-            acc[r][u] = hn::LoadU(df, o[r] + d0 + u * N);
+            Put(acc, r * U + static_cast<int>(u), hn::LoadU(df, o[r] + d0 + u * N));
     }
     for (int64_t j = 0; j < nj; ++j) {
         const float* vj = v + j * kv_stride + d0;
-        VF pv[R];
+        VecArray<DF, R> pv;
         for (int r = 0; r < R; ++r)
-            pv[r] = hn::Set(df, p[r][j * ps]);
+            Put(pv, r, hn::Set(df, p[r][j * ps]));
         for (int64_t u = 0; u < nv; ++u) {
             const VF x = hn::LoadU(df, vj + u * N);
-            for (int r = 0; r < R; ++r)
-                acc[r][u] = hn::MulAdd(pv[r], x, acc[r][u]);
+            for (int r = 0; r < R; ++r) {
+                const int i = r * U + static_cast<int>(u);
+                Put(acc, i, hn::MulAdd(pv[r], x, acc[i]));
+            }
         }
     }
     for (int r = 0; r < R; ++r) {
         for (int64_t u = 0; u < nv; ++u)
-            hn::StoreU(acc[r][u], df, o[r] + d0 + u * N);
+            hn::StoreU(acc[r * U + static_cast<int>(u)], df, o[r] + d0 + u * N);
     }
 }
 
@@ -320,7 +324,7 @@ HWY_INLINE void CopyChunk(const T* k, const T* v, int64_t kv_stride, int64_t j0,
 // score buffer.
 constexpr int64_t kLaneRows = 8;
 // Keys per score tile: with 2 row vectors, 16 sums of the 32 AVX-512 registers (8 of AVX2's 16).
-constexpr int kLaneKeys = HWY_LANES(float) >= 16 ? 8 : 4;
+constexpr int kLaneKeys = hn::MaxLanes(DF()) >= 16 ? 8 : 4;
 static_assert(kChunk % kLaneKeys == 0, "score tiles must not run past the chunk's buffer");
 
 // The next chunk's cache lines (keys then values, row by row), fetched into L2 one per step of
@@ -359,21 +363,21 @@ HWY_INLINE void LaneScores(const float* HWY_RESTRICT qt, const float* HWY_RESTRI
     // error 4-5e-6 against their 3.4e-6); in blocks of 32 it is below 4e-6.
     const float* qp = qt + rv0 * N;
     for (int64_t i0 = 0; i0 < head_dim; i0 += kSumBlock) {
-        VF acc[RV][KC];
+        VecArray<DF, RV * KC> acc;  // acc[v * KC + c]
         for (int v = 0; v < RV; ++v) {
             for (int c = 0; c < KC; ++c)
-                acc[v][c] = hn::Zero(df);
+                Put(acc, v * KC + c, hn::Zero(df));
         }
         const int64_t i1 = std::min(head_dim, i0 + kSumBlock);
         for (int64_t i = i0; i < i1; ++i, qp += kGroupRows) {
             next.step();
-            VF qv[RV];
+            VecArray<DF, RV> qv;
             for (int v = 0; v < RV; ++v)
-                qv[v] = hn::Load(df, qp + v * N);
+                Put(qv, v, hn::Load(df, qp + v * N));
             for (int c = 0; c < KC; ++c) {
                 const VF kb = hn::Set(df, kr[c][i]);
                 for (int v = 0; v < RV; ++v)
-                    acc[v][c] = hn::MulAdd(qv[v], kb, acc[v][c]);
+                    Put(acc, v * KC + c, hn::MulAdd(qv[v], kb, acc[v * KC + c]));
             }
         }
         // All KC keys (those past nj repeat the last key; the softmax reads below nj only): a
@@ -381,7 +385,8 @@ HWY_INLINE void LaneScores(const float* HWY_RESTRICT qt, const float* HWY_RESTRI
         for (int c = 0; c < KC; ++c) {
             for (int v = 0; v < RV; ++v) {
                 float* p = sb + (c0 + c) * kGroupRows + (rv0 + v) * N;
-                hn::Store(i0 == 0 ? acc[v][c] : hn::Add(hn::Load(df, p), acc[v][c]), df, p);
+                const VF a = acc[v * KC + c];
+                hn::Store(i0 == 0 ? a : hn::Add(hn::Load(df, p), a), df, p);
             }
         }
     }

@@ -6,6 +6,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 // Must come after foreach_target.h.
 #include "hwy/highway.h"
+#include "kernels/tile_simd-inl.h"
 
 #include <cmath>
 #include <limits>
@@ -27,7 +28,7 @@ template <bool kLut>
 void MatmulQ4Deq(const float* x, int64_t m_rows, const WeightView& w, float* y, int64_t ldy,
                  int64_t n0, int64_t n1) {
     const quant::PackedLayout l = quant::packed_layout(w.type, w.n_rows, w.n_cols);
-    const hn::ScalableTag<float> df;
+    const TileTagF df;
     const hn::Rebind<uint32_t, decltype(df)> du;
     const hn::Rebind<int32_t, decltype(df)> di;
     const hn::Rebind<hwy::float16_t, decltype(df)> dh;
@@ -46,9 +47,9 @@ void MatmulQ4Deq(const float* x, int64_t m_rows, const WeightView& w, float* y, 
             const int64_t lanes = std::min<int64_t>(N, n1 - n - r0);
             for (int64_t m0 = 0; m0 < m_rows; m0 += kMaxM) {
                 const int mr = static_cast<int>(std::min<int64_t>(kMaxM, m_rows - m0));
-                hn::Vec<decltype(df)> acc[kMaxM];
+                VecArray<TileTagF, kMaxM> acc;
                 for (int m = 0; m < kMaxM; ++m)
-                    acc[m] = hn::Zero(df);
+                    Put(acc, m, hn::Zero(df));
                 for (int64_t b = 0; b < l.n_blocks; ++b) {
                     const uint8_t* sb = group + b * l.block_bytes;
                     const auto sw = hn::PromoteTo(
@@ -73,8 +74,9 @@ void MatmulQ4Deq(const float* x, int64_t m_rows, const WeightView& w, float* y, 
                                 }
                                 const auto wk = hn::Mul(v, sw);
                                 for (int m = 0; m < mr; ++m) {
-                                    acc[m] = hn::MulAdd(
-                                        wk, hn::Set(df, x[(m0 + m) * K + b * 32 + k]), acc[m]);
+                                    Put(acc, m,
+                                        hn::MulAdd(wk, hn::Set(df, x[(m0 + m) * K + b * 32 + k]),
+                                                   acc[m]));
                                 }
                             }
                         }

@@ -8,6 +8,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 // Must come after foreach_target.h.
 #include "hwy/highway.h"
+#include "kernels/tile_simd-inl.h"
 
 #include <algorithm>
 #include <cmath>
@@ -41,19 +42,19 @@ template <int MR, int NR, typename WT>
 HWY_INLINE void TileFloat(const float* HWY_RESTRICT x, int64_t ldx, int64_t k,
                           const WT* HWY_RESTRICT w, int64_t ldw, float* HWY_RESTRICT y, int64_t ldy,
                           bool accumulate) {
-    const hn::ScalableTag<float> df;
+    const TileTagF df;
     const int64_t N = static_cast<int64_t>(hn::Lanes(df));
     using V = hn::Vec<decltype(df)>;
-    V acc[MR][NR];
+    VecArray<TileTagF, MR * NR> acc;  // acc[m * NR + n]
     for (int m = 0; m < MR; ++m) {
         for (int n = 0; n < NR; ++n)
-            acc[m][n] = hn::Zero(df);
+            Put(acc, m * NR + n, hn::Zero(df));
     }
     int64_t i = 0;
     for (; i + N <= k; i += N) {
-        V xv[MR];
+        VecArray<TileTagF, MR> xv;
         for (int m = 0; m < MR; ++m)
-            xv[m] = hn::LoadU(df, x + m * ldx + i);
+            Put(xv, m, hn::LoadU(df, x + m * ldx + i));
         for (int n = 0; n < NR; ++n) {
             V wv;
             if constexpr (hwy::IsSame<WT, float>()) {
@@ -63,12 +64,12 @@ HWY_INLINE void TileFloat(const float* HWY_RESTRICT x, int64_t ldx, int64_t k,
                 wv = hn::PromoteTo(df, hn::LoadU(dw, w + n * ldw + i));
             }
             for (int m = 0; m < MR; ++m)
-                acc[m][n] = hn::MulAdd(xv[m], wv, acc[m][n]);
+                Put(acc, m * NR + n, hn::MulAdd(xv[m], wv, acc[m * NR + n]));
         }
     }
     for (int m = 0; m < MR; ++m) {
         for (int n = 0; n < NR; ++n) {
-            float s = hn::GetLane(hn::SumOfLanes(df, acc[m][n]));
+            float s = hn::GetLane(hn::SumOfLanes(df, acc[m * NR + n]));
             for (int64_t j = i; j < k; ++j)
                 s += x[m * ldx + j] * WeightAt(w + n * ldw, j);
             y[m * ldy + n] = accumulate ? y[m * ldy + n] + s : s;
@@ -155,17 +156,17 @@ HWY_INLINE void TileF16Packed(const float* HWY_RESTRICT x, int64_t ldx, int64_t 
                               const WT* HWY_RESTRICT wp, int64_t gs, int64_t ks,
                               float* HWY_RESTRICT wide, const WT* next, float* HWY_RESTRICT y,
                               int64_t ldy, bool accumulate) {
-    const hn::ScalableTag<float> df;
+    const TileTagF df;
     const hn::Rebind<hwy::float16_t, decltype(df)> dh;
     using V = hn::Vec<decltype(df)>;
     constexpr int L = static_cast<int>(hn::MaxLanes(df));
     constexpr int VG = quant::kPackRows / L > 0 ? quant::kPackRows / L : 1;  // vectors per group
     constexpr int NV = G * VG;
     static_assert(VG * L == quant::kPackRows, "lanes must divide the group");
-    V acc[MR][NV];
+    VecArray<TileTagF, MR * NV> acc;  // acc[m * NV + v]
     for (int m = 0; m < MR; ++m) {
         for (int v = 0; v < NV; ++v)
-            acc[m][v] = hn::Zero(df);
+            Put(acc, m * NV + v, hn::Zero(df));
     }
     if (accumulate) {
         // The partial sums this tile adds to at its end: in flight from L2/L3 while it computes
@@ -184,14 +185,14 @@ HWY_INLINE void TileF16Packed(const float* HWY_RESTRICT x, int64_t ldx, int64_t 
                     __builtin_prefetch(next + g * gs + k * ks, 0, 2);
             }
         }
-        V wv[NV];
+        VecArray<TileTagF, NV> wv;
         for (int g = 0; g < G; ++g) {
             for (int j = 0; j < VG; ++j) {
                 const WT* p = wp + g * gs + k * ks + j * L;
                 if constexpr (hwy::IsSame<WT, float>()) {
-                    wv[g * VG + j] = hn::LoadU(df, p);
+                    Put(wv, g * VG + j, hn::LoadU(df, p));
                 } else {
-                    wv[g * VG + j] = hn::PromoteTo(df, hn::LoadU(dh, p));
+                    Put(wv, g * VG + j, hn::PromoteTo(df, hn::LoadU(dh, p)));
                 }
                 if constexpr (kWiden) {
                     hn::StoreU(wv[g * VG + j], df, wide + (k * G + g) * quant::kPackRows + j * L);
@@ -201,23 +202,25 @@ HWY_INLINE void TileF16Packed(const float* HWY_RESTRICT x, int64_t ldx, int64_t 
         for (int m = 0; m < MR; ++m) {
             const V xb = hn::Set(df, x[m * ldx + k]);
             for (int v = 0; v < NV; ++v)
-                acc[m][v] = hn::MulAdd(xb, wv[v], acc[m][v]);
+                Put(acc, m * NV + v, hn::MulAdd(xb, wv[v], acc[m * NV + v]));
         }
     }
     for (int m = 0; m < MR; ++m) {
         for (int v = 0; v < NV; ++v) {
             float* yp = y + m * ldy + v * L;
-            hn::StoreU(accumulate ? hn::Add(hn::LoadU(df, yp), acc[m][v]) : acc[m][v], df, yp);
+            const V a = acc[m * NV + v];
+            hn::StoreU(accumulate ? hn::Add(hn::LoadU(df, yp), a) : a, df, yp);
         }
     }
 }
 
 // Rows per tile: 12 x 2 groups fill 24 of AVX-512's 32 registers; narrower vectors need more
 // registers per group, so fewer rows.
-constexpr int kF16TileRows = HWY_LANES(float) >= 16 ? 12 : HWY_LANES(float) >= 8 ? 6 : 2;
+constexpr int kTileLanes = static_cast<int>(hn::MaxLanes(TileTagF()));
+constexpr int kF16TileRows = kTileLanes >= 16 ? 12 : kTileLanes >= 8 ? 6 : 2;
 // Groups per tile in the main loop: two on AVX-512 (2 vectors), one elsewhere (AVX2: 2 vectors
 // x 6 rows = 12 accumulators of its 16 registers).
-constexpr int kF16TileGroups = HWY_LANES(float) >= 16 ? 2 : 1;
+constexpr int kF16TileGroups = kTileLanes >= 16 ? 2 : 1;
 
 // One tile of `mr` rows (1 <= mr <= MR) through the instantiation of that height.
 template <int MR, int G, typename WT, bool kWiden>

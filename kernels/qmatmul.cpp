@@ -40,7 +40,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 // quant::ActLayout records.
 void QuantizeActs(const float* x, uint8_t* out, int64_t k, int64_t r0, int64_t r1) {
     const quant::ActLayout a = quant::act_layout(k);
-    const hn::ScalableTag<float> df;
+    const hn::CappedTag<float, quant::kQK> df;  // a block's 32 values: at most 32 lanes
     const hn::Rebind<int32_t, decltype(df)> di;
     const int64_t N = static_cast<int64_t>(hn::Lanes(df));
     HWY_ALIGN int32_t q[quant::kQK];

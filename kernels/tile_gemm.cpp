@@ -5,6 +5,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 // Must come after foreach_target.h.
 #include "hwy/highway.h"
+#include "kernels/tile_simd-inl.h"
 
 #include <type_traits>
 
@@ -20,10 +21,10 @@ namespace hn = hwy::HWY_NAMESPACE;
 // out[0..16) = fp16(d * (q[i] - off)) for 16 quantised values q (bytes, signed or not).
 template <typename T8>
 HWY_INLINE void Row16(const T8* q, float d, float off, float* out) {
-    const hn::ScalableTag<float> df;
+    const TileTagF df;
     const hn::Rebind<int32_t, decltype(df)> di;
     const hn::Rebind<T8, decltype(df)> d8;
-    constexpr size_t kN = HWY_LANES(float) < 16 ? HWY_LANES(float) : 16;
+    constexpr size_t kN = hn::MaxLanes(df) < 16 ? hn::MaxLanes(df) : 16;
     const auto vd = hn::Set(df, d), voff = hn::Set(df, off);
     for (size_t c = 0; c < 16; c += kN) {
         const auto qf = hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, q + c)));
@@ -92,32 +93,32 @@ void DequantTileStripKN(const quant::TileLayout& l, const uint8_t* strip, float*
 template <int MR>
 HWY_INLINE void KnTile(const float* HWY_RESTRICT x, int64_t k, const float* HWY_RESTRICT w,
                        float* HWY_RESTRICT y, int64_t ldy, int64_t n) {
-    const hn::ScalableTag<float> df;
-    constexpr int kN = static_cast<int>(HWY_LANES(float));
+    const TileTagF df;
+    constexpr int kN = static_cast<int>(hn::MaxLanes(df));
     constexpr int NV = 32 / kN;
     using V = hn::Vec<decltype(df)>;
-    V acc[MR][NV];
+    VecArray<TileTagF, MR * NV> acc;  // acc[m * NV + v]
     for (int m = 0; m < MR; ++m)
         for (int v = 0; v < NV; ++v)
-            acc[m][v] = hn::Zero(df);
+            Put(acc, m * NV + v, hn::Zero(df));
     for (int64_t i = 0; i < k; ++i) {
-        V wv[NV];
+        VecArray<TileTagF, NV> wv;
         for (int v = 0; v < NV; ++v)
-            wv[v] = hn::LoadU(df, w + i * 32 + v * kN);
+            Put(wv, v, hn::LoadU(df, w + i * 32 + v * kN));
         for (int m = 0; m < MR; ++m) {
             const V xb = hn::Set(df, x[m * k + i]);
             for (int v = 0; v < NV; ++v)
-                acc[m][v] = hn::MulAdd(xb, wv[v], acc[m][v]);
+                Put(acc, m * NV + v, hn::MulAdd(xb, wv[v], acc[m * NV + v]));
         }
     }
     for (int m = 0; m < MR; ++m) {
         if (n == 32) {
             for (int v = 0; v < NV; ++v)
-                hn::StoreU(acc[m][v], df, y + m * ldy + v * kN);
+                hn::StoreU(acc[m * NV + v], df, y + m * ldy + v * kN);
         } else {
             HWY_ALIGN float tmp[32];
             for (int v = 0; v < NV; ++v)
-                hn::Store(acc[m][v], df, tmp + v * kN);
+                hn::Store(acc[m * NV + v], df, tmp + v * kN);
             for (int64_t j = 0; j < n; ++j)
                 y[m * ldy + j] = tmp[j];
         }
