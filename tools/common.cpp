@@ -213,20 +213,19 @@ void DecodeFlags::finish(const ArgTable& args, const model::Model& model) {
     const auto& g = model.gguf();
     // A causal model is decoded token by token unless the user asks otherwise.
     if (!args.given("--policy") && model.hparams().causal) policy = "ar";
-    auto hint = [&](const char* key, int fallback) {
+    // The file's recommendation for a flag not given; `flag` overrides a bad one.
+    auto hint = [&](const char* key, const char* flag, int fallback) {
         auto v = g.opt_uint(key);
         if (!v) return fallback;
         if (*v == 0 || *v >= (1u << 20)) {
             throw Error("the model file's " + std::string(key) + " is " + std::to_string(*v) +
-                        ", outside 1 .. 1048575; give " +
-                        (std::string(key).find("gen") != std::string::npos ? "--gen" : "--block") +
-                        " to decode it anyway");
+                        ", outside 1 .. 1048575; give " + flag + " to decode it anyway");
         }
         return static_cast<int>(*v);
     };
-    if (!args.given("--gen")) opt.gen = hint("llada_cpp.gen_length", 128);
+    if (!args.given("--gen")) opt.gen = hint("llada_cpp.gen_length", "--gen", 128);
     if (!args.given("--block")) {
-        opt.block = hint("llada_cpp.block_length", 32);
+        opt.block = hint("llada_cpp.block_length", "--block", 32);
         if (opt.gen % opt.block != 0) opt.block = opt.gen;
     }
     if (!args.given("--steps")) opt.steps = opt.gen;

@@ -91,11 +91,11 @@ def sub_answer(a, b):
     return ",".join(entries) + f" => {_pad(a - b, WIDTH)}"
 
 
-def carry_chain(a, b):
-    """Longest run of consecutive columns that produce a carry in a + b."""
+def carry_chain(a, b, width=WIDTH):
+    """Longest run of consecutive columns that produce a carry in a + b (width-digit operands)."""
     best = run = carry = 0
-    sa, sb = _pad(a, WIDTH)[::-1], _pad(b, WIDTH)[::-1]
-    for i in range(WIDTH):
+    sa, sb = _pad(a, width)[::-1], _pad(b, width)[::-1]
+    for i in range(width):
         carry = (int(sa[i]) + int(sb[i]) + carry) // 10
         run = run + 1 if carry else 0
         best = max(best, run)
@@ -251,21 +251,11 @@ def lmul_answer(a, m):
     return ",".join(entries) + f" => {_pad(a * m, LWIDTH + 1)}"
 
 
-def ladd_carry_chain(a, b):
-    best = run = carry = 0
-    sa, sb = _pad(a, LWIDTH)[::-1], _pad(b, LWIDTH)[::-1]
-    for i in range(LWIDTH):
-        carry = (int(sa[i]) + int(sb[i]) + carry) // 10
-        run = run + 1 if carry else 0
-        best = max(best, run)
-    return best
-
-
 def gen_ladd(rng, hard=False):
     if hard:  # full-width operands with a carry chain of at least 6 columns
         while True:
             a, b = _rand_digits(rng, LWIDTH), _rand_digits(rng, LWIDTH)
-            if ladd_carry_chain(a, b) >= 6:
+            if carry_chain(a, b, LWIDTH) >= 6:
                 break
     else:
         a = _rand_digits(rng, rng.randint(1, LWIDTH))
