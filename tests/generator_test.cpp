@@ -5,6 +5,8 @@
 // generations in one forward, and shadow rows / slots / duplicate writes in runtime::Batch.
 #include <gtest/gtest.h>
 
+#include <array>
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -469,8 +471,10 @@ namespace {
 
 struct Canvas {
     std::vector<int32_t> tok, pos, seq, slot, out;
-    int32_t kv = 0;
-    explicit Canvas(int n) : tok(n), pos(n), seq(n, 0), slot(n), out(n), kv(n) {
+    // Every sequence's attention span: the sessions here have up to two sequences, and the
+    // forward checks each one's span, so the batch points at one entry per sequence.
+    std::array<int32_t, 2> kv;
+    explicit Canvas(int n) : tok(n), pos(n), seq(n, 0), slot(n), out(n), kv{n, n} {
         for (int i = 0; i < n; ++i) {
             tok[i] = (i * 37 + 11) % 250;
             pos[i] = slot[i] = out[i] = i;
@@ -483,7 +487,7 @@ struct Canvas {
                 seq.data(),
                 static_cast<int64_t>(tok.size()),
                 out.data(),
-                &kv,
+                kv.data(),
                 slot.data(),
                 nullptr};
     }
@@ -641,7 +645,7 @@ TEST(RowAddressing, TwoWritesToOneSlotAreRefusedByName) {
     Canvas e(8);
     std::vector<int32_t> ex(8, -1);
     ex[3] = 7;
-    e.kv = 6;
+    e.kv[0] = 6;
     runtime::Batch eb = e.batch();
     eb.exclude = ex.data();
     try {
@@ -749,13 +753,13 @@ TEST(RowAddressing, CheckRowsSeeTheirPositionAsMasked) {
             Canvas c(n);
             s.forward(c.batch());
             std::vector<int32_t> tok(k, 258), pos = ps, seq(k, 0), slot(k), excl = ps, out(k),
-                own(k, 1);
+                                              own(k, 1);
             for (int i = 0; i < k; ++i) {
                 out[i] = i;
                 slot[i] = n + i;
             }
             int32_t kv = n;
-            runtime::Batch b{k,          tok.data(), pos.data(),  seq.data(), k,
+            runtime::Batch b{k,          tok.data(), pos.data(),  seq.data(),  k,
                              out.data(), &kv,        slot.data(), excl.data(), own.data()};
             const float* got = s.forward(b);
             std::vector<float> checks(got, got + want.size());
@@ -899,8 +903,7 @@ TEST(Revision, RevisesAtALowThresholdAndStableTokensNeverChange) {
                 const auto& rv = t.result.revision;
                 revised += rv.revisions + rv.remasks;
                 checks += rv.checks;
-                EXPECT_EQ(rv.right_to_wrong + rv.wrong_to_right + rv.wrong_to_wrong,
-                          rv.revisions);
+                EXPECT_EQ(rv.right_to_wrong + rv.wrong_to_right + rv.wrong_to_wrong, rv.revisions);
                 EXPECT_EQ(rv.remasks_of_right + rv.remasks_of_wrong, rv.remasks);
                 if (mode == decode::ReviseMode::Replace) EXPECT_EQ(rv.remasks, 0);
                 int64_t per_step = 0;
@@ -933,8 +936,8 @@ TEST(Revision, ConcurrentPathsGiveTheSerialResult) {
                     auto c = opt;
                     c.revise.serial = false;
                     c.revise.threads = lane_threads;
-                    const Trace t = run(*tiny.lm.model, policy, c, tiny.lm.ids, prompt, nullptr,
-                                        dense_threads);
+                    const Trace t =
+                        run(*tiny.lm.model, policy, c, tiny.lm.ids, prompt, nullptr, dense_threads);
                     EXPECT_EQ(t.result.canvas, serial.result.canvas);
                     ASSERT_EQ(t.steps.size(), serial.steps.size());
                     for (size_t i = 0; i < t.steps.size(); ++i) {
