@@ -184,6 +184,12 @@ bool Scheduler::step() {
         return std::chrono::duration<double, std::milli>(clock::now() - t).count();
     };
     const auto t0 = clock::now();
+    // Failed entries stay in live_ (twins hold indices into it) until the step ends, also when
+    // the forward throws.
+    struct DropFailed {
+        Scheduler& s;
+        ~DropFailed() { s.drop_failed(); }
+    } drop{*this};
     dense_.clear();
     lane_rows_.clear();
     bool need_logits = false, any = false;
@@ -192,8 +198,13 @@ bool Scheduler::step() {
         e.planned = !e.g->done();
         if (!e.planned) continue;
         any = true;
-        const StepRequest& req = e.g->plan_step();
-        e.req = &req;
+        try {
+            e.req = &e.g->plan_step();
+        } catch (const Error& err) {
+            fail(e, err);
+            continue;
+        }
+        const StepRequest& req = *e.req;
         e.twin = -1;
         for (size_t k = 0; &live_[k] != &e; ++k) {
             const Entry& o = live_[k];
@@ -297,8 +308,12 @@ bool Scheduler::step() {
     }
     for (Entry& e : live_) {
         if (!e.planned) continue;
-        e.g->apply({preds_.data() + e.first_pred, e.n_pred},
-                   {lane_preds_.data() + e.first_lane_pred, e.n_lane_pred});
+        try {
+            e.g->apply({preds_.data() + e.first_pred, e.n_pred},
+                       {lane_preds_.data() + e.first_lane_pred, e.n_lane_pred});
+        } catch (const Error& err) {
+            fail(e, err);
+        }
     }
     const double ms = ms_since(t0);
     // Padding is shared: each generation is charged its share by rows.
@@ -309,7 +324,30 @@ bool Scheduler::step() {
         e.g->record_cost(share, ms);
         if (e.g->revising()) e.g->record_lane_cost(lc);
     }
+    if (!isolate_ && !failures_.empty()) {
+        const std::string what = failures_.front().what;
+        failures_.clear();
+        throw Error(what);
+    }
     return true;
+}
+
+void Scheduler::drop_failed() {
+    std::erase_if(live_, [](const Entry& e) { return e.g == nullptr; });
+}
+
+void Scheduler::fail(Entry& e, const Error& err) {
+    failures_.push_back({e.g, err.what()});
+    for (int k = 0; k < e.g->n_seq(); ++k)
+        s_.kv().release(e.seq[k]);
+    e.g = nullptr;  // erased at the end of the step
+    e.planned = false;
+}
+
+std::vector<Scheduler::Failure> Scheduler::take_failures() {
+    std::vector<Failure> out;
+    out.swap(failures_);
+    return out;
 }
 
 }  // namespace llada::decode

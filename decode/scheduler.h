@@ -11,11 +11,13 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "decode/cpu_lane.h"
 #include "decode/generator.h"
 #include "model/model.h"
+#include "util/error.h"
 
 namespace llada::decode {
 
@@ -33,8 +35,20 @@ class Scheduler {
     void remove(Generator& g);
 
     // One forward over the rows of every generation that is not done. Returns false when none
-    // had a step to run.
+    // had a step to run. A generation whose own step fails (a llada::Error from planning or
+    // committing its step, e.g. "decoding made no progress") leaves the scheduler, its sequences
+    // released; the others' step completes. step() then rethrows that error, unless failures
+    // are isolated: then the caller collects them with take_failures() (the server, whose
+    // requests are independent). Errors of the forward itself concern every row: they propagate.
     bool step();
+
+    struct Failure {
+        Generator* g;
+        std::string what;
+    };
+    void isolate_failures(bool on) { isolate_ = on; }
+    // The generations that failed since the last call, each with its message.
+    std::vector<Failure> take_failures();
 
   private:
     struct Entry {
@@ -64,6 +78,11 @@ class Scheduler {
     Rows dense_, lane_rows_;
     std::vector<int32_t> kv_len_;
     std::vector<RowPrediction> preds_, lane_preds_;
+    bool isolate_ = false;
+    std::vector<Failure> failures_;
+    // Records a generation's own error and takes it out (its rows in this step are not read).
+    void fail(Entry& e, const Error& err);
+    void drop_failed();
     std::unique_ptr<CpuLane> lane_;  // made when the first revising generation joins
     // The step boundary's merge of the two caches (lane: null when the CPU path had no rows).
     void merge(const runtime::Batch& dense, const runtime::Batch* lane, Generator::LaneCost& lc);

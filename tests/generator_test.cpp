@@ -14,6 +14,7 @@
 
 #include "decode/generator.h"
 #include "decode/lookahead.h"
+#include "decode/noise.h"
 #include "decode/scheduler.h"
 #include "model/model.h"
 #include "runtime/device.h"
@@ -371,6 +372,86 @@ TEST(Scheduler, GenerationsInOneForwardEqualEachAlone) {
     }
 }
 
+// A generation whose own step fails leaves the scheduler with its message; the others finish
+// as they would alone. The failing one samples (temperature 1) from a recorded noise stream too
+// short for its steps, so its draws run out partway.
+TEST(Scheduler, OneGenerationsFailureIsItsOwn) {
+    Tiny tiny;
+    runtime::ThreadPool pool(2);
+    auto dev = runtime::make_cpu_device(pool);
+    auto opt = tiny.opt;
+    const auto cfg = decode::configure_diffusion("dual-cache", opt);
+    auto bad_opt = opt;
+    bad_opt.temperature = 1.0;
+    decode::ReplayNoise noise(std::vector<double>(3000, 0.5));  // a few steps' worth
+    bad_opt.noise = &noise;
+    const auto p_good = tiny.prompt(kPrompts[1]), p_bad = tiny.prompt(kPrompts[2]);
+    const char* kWhy = "recorded noise exhausted";
+    // Alone, the bad one throws from step() (failures not isolated, the default).
+    {
+        decode::Generator bad(*tiny.lm.model, bad_opt, tiny.lm.ids, cfg, p_bad);
+        model::Session s(*tiny.lm.model, *dev, 1, bad.canvas_len(), bad.canvas_len(),
+                         bad.canvas_len());
+        decode::Scheduler sched(s);
+        sched.add(bad);
+        try {
+            while (sched.step()) {
+            }
+            FAIL() << "the generation with too little noise finished";
+        } catch (const Error& e) {
+            EXPECT_NE(std::string(e.what()).find(kWhy), std::string::npos) << e.what();
+        }
+        EXPECT_EQ(s.kv().n_free(), 1);  // its sequence went back to the cache
+    }
+    decode::Generator good(*tiny.lm.model, opt, tiny.lm.ids, cfg, p_good);
+    decode::ReplayNoise noise2(std::vector<double>(3000, 0.5));
+    bad_opt.noise = &noise2;
+    decode::Generator bad(*tiny.lm.model, bad_opt, tiny.lm.ids, cfg, p_bad);
+    const int L = std::max(good.canvas_len(), bad.canvas_len());
+    model::Session s(*tiny.lm.model, *dev, 2, L, 2 * L, 2 * L);
+    decode::Scheduler sched(s);
+    sched.isolate_failures(true);
+    sched.add(bad);
+    sched.add(good);
+    std::vector<decode::Scheduler::Failure> failures;
+    while (sched.step()) {
+        for (auto& f : sched.take_failures())
+            failures.push_back(f);
+    }
+    ASSERT_EQ(failures.size(), 1u);
+    EXPECT_EQ(failures[0].g, &bad);
+    EXPECT_NE(failures[0].what.find(kWhy), std::string::npos) << failures[0].what;
+    EXPECT_TRUE(good.done());
+    const Trace alone = run(*tiny.lm.model, "dual-cache", opt, tiny.lm.ids, p_good);
+    EXPECT_EQ(good.result().canvas, alone.result.canvas);
+    sched.remove(good);
+    EXPECT_EQ(s.kv().n_free(), 2);
+}
+
+// A chosen id past the tokenizer's tokens (the padded rows of an output layer) fails the
+// generation when it is chosen, naming it, rather than the detokeniser after the whole run.
+TEST(Generator, AnIdTheTokenizerCannotSpellIsAnErrorWhenChosen) {
+    Tiny tiny;
+    const auto prompt = tiny.prompt(kPrompts[1]);
+    const Trace full = run(*tiny.lm.model, "dual-cache", tiny.opt, tiny.lm.ids, prompt);
+    const auto& canvas = full.result.canvas;
+    const int32_t top = *std::max_element(canvas.begin() + prompt.size(), canvas.end());
+    decode::TokenIds ids = tiny.lm.ids;
+    ids.n_spellable = top;  // the largest id the run chose is now past the tokenizer
+    try {
+        run(*tiny.lm.model, "dual-cache", tiny.opt, ids, prompt);
+        FAIL() << "an unspellable id was committed";
+    } catch (const Error& e) {
+        const std::string m = e.what();
+        EXPECT_NE(m.find("chose token id " + std::to_string(top) + " at position"),
+                  std::string::npos)
+            << m;
+        EXPECT_NE(m.find("cannot spell: it has " + std::to_string(top) + " tokens"),
+                  std::string::npos)
+            << m;
+    }
+}
+
 namespace {
 
 // A forward cost of fixed_ms + per_row_ms * rows, at 1, 2, 4, ... 128 rows.
@@ -450,6 +531,23 @@ TEST(Lookahead, AutoNeedsACostAndTheCalibrationIsReadBack) {
     for (size_t i = 0; i < c.ms.size(); ++i)
         EXPECT_NEAR(back.ms[i], c.ms[i], 1e-3 * c.ms[i]);
     EXPECT_TRUE(decode::read_forward_cost(f.string(), "key B").empty());
+    // A damaged cache is an error naming the line, not a shorter table used as if whole.
+    auto damaged = [&](const std::string& body) {
+        std::ofstream(f) << "llada.cpp forward cost key A\n" << body;
+        try {
+            decode::read_forward_cost(f.string(), "key A");
+        } catch (const Error& e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    EXPECT_NE(damaged("1 0.5 100\n2 0.7\n").find("damaged at line 3"), std::string::npos);
+    EXPECT_NE(damaged("1 0.5 100\n2 x 100\n4 0.9 100\n").find("damaged at line 3"),
+              std::string::npos);
+    EXPECT_NE(damaged("2 0.5 100\n1 0.7 100\n").find("damaged at line 3"), std::string::npos);
+    EXPECT_NE(damaged("1 nan 100\n").find("damaged at line 2"), std::string::npos);
+    EXPECT_NE(damaged("").find("holds no entries"), std::string::npos);
+    EXPECT_EQ(damaged("1 0.5 100\n2 0.7 100\n"), "no error");
     fs::remove(f);
 }
 
@@ -905,7 +1003,9 @@ TEST(Revision, RevisesAtALowThresholdAndStableTokensNeverChange) {
                 checks += rv.checks;
                 EXPECT_EQ(rv.right_to_wrong + rv.wrong_to_right + rv.wrong_to_wrong, rv.revisions);
                 EXPECT_EQ(rv.remasks_of_right + rv.remasks_of_wrong, rv.remasks);
-                if (mode == decode::ReviseMode::Replace) EXPECT_EQ(rv.remasks, 0);
+                if (mode == decode::ReviseMode::Replace) {
+                    EXPECT_EQ(rv.remasks, 0);
+                }
                 int64_t per_step = 0;
                 for (const auto& s : t.steps)
                     per_step += s.revised + s.remasked;

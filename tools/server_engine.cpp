@@ -29,6 +29,7 @@ ServerEngine::ServerEngine(const LoadedModel& lm, runtime::Device& device,
     session_ = std::make_unique<model::Session>(*lm.model, device, limits_.parallel, n_pos_, rows,
                                                 rows, po);
     sched_ = std::make_unique<decode::Scheduler>(*session_);
+    sched_->isolate_failures(true);  // one request's failure is its own, not its batch's
     thread_ = std::thread([this] { loop(); });
 }
 
@@ -197,6 +198,18 @@ void ServerEngine::loop() {
         const double s =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         lock.lock();
+        // Requests whose own step failed (the scheduler has already let them go).
+        for (const auto& f : sched_->take_failures()) {
+            for (size_t i = 0; i < live_.size(); ++i) {
+                if (live_[i].gen.get() != f.g) continue;
+                live_[i].req->error = f.what;
+                live_[i].req->done = true;
+                ++counters_.failed;
+                live_[i].req->cv.notify_all();
+                live_.erase(live_.begin() + static_cast<std::ptrdiff_t>(i));
+                break;
+            }
+        }
         counters_.steps += 1;
         counters_.busy_s += s;
         counters_.occupancy_sum += static_cast<int64_t>(live_.size());
