@@ -58,6 +58,8 @@ class AutoregressivePolicy : public Policy {
             const float* logits = session.forward(batch);
             if (opt_.temperature > 0.0) noise.next_draw(V);
             const int32_t next = pick_candidate(logits, V, opt_.temperature, noise, 0).token;
+            check_finite_logit(logits[next], P + step);
+            check_spellable(ids_, next, P + step);
             res.canvas.push_back(next);
             done = next == ids_.eos || next == ids_.eot;
             // The next forward is the new token alone, at the next position.

@@ -433,12 +433,14 @@ void Generator::predict(std::span<const RowPrediction> preds, int n_pred) {
         if (pr.stats != nullptr && !req_.need_logits && opt_.temperature > 0.0) {
             // The fused head's Gumbel-max draw (the same draw as the unfused path's).
             const kernels::RowStats& st = *pr.stats;
+            check_finite_logit(st.gumbel_token < 0 ? NAN : st.gumbel_logit, pos_of(r));
             cand_[r].token = st.gumbel_token;
             cand_[r].confidence = kernels::row_gumbel_confidence(st);
             continue;
         }
         if (pr.stats != nullptr && !req_.need_logits) {
             const kernels::RowStats& st = *pr.stats;
+            check_finite_logit(st.token < 0 ? NAN : st.max, pos_of(r));
             cand_[r].token = st.token;
             cand_[r].confidence = kernels::row_confidence(st);
             // Outside the reference policy, a mask id is never committed: use the runner-up.
@@ -458,6 +460,7 @@ void Generator::predict(std::span<const RowPrediction> preds, int n_pred) {
         }
         cand_[r] =
             pick_candidate(row, V, opt_.temperature, *noise_, int64_t{pos_of(r)} * V, banned);
+        check_finite_logit(row[cand_[r].token], pos_of(r));
         if (opt_.remasking == Remasking::LowConfidence) {
             cand_[r].confidence = softmax_prob(row, V, cand_[r].token);
         }
@@ -483,6 +486,7 @@ void Generator::choose(int scheduled) {
 
 void Generator::commit(int p, int32_t tok) {
     assert(state_[p] != TokenState::Stable);
+    check_spellable(ids_, tok, p);
     res_.canvas[p] = tok;
     // The reference may choose the mask id itself; the position then stays masked.
     state_[p] = tok == ids_.mask ? TokenState::Masked : TokenState::Visible;
@@ -803,6 +807,7 @@ void Generator::revise(std::span<const RowPrediction> cpu_preds, StepInfo& info)
             const float* row = cpu_preds[i].logits;
             assert(row != nullptr);
             const Candidate c = pick_candidate(row, V, 0.0, *noise_, 0, ids_.mask);
+            check_finite_logit(row[c.token], p);
             q = softmax_prob(row, V, t);
             top = c.token;
             flag = (top != t && c.confidence - q >= ro.margin) || q < ro.floor;

@@ -73,6 +73,9 @@ struct TokenIds {
     int32_t mask = -1;
     int32_t eos = -1;  // end of text (-1 if none)
     int32_t eot = -1;  // end of turn (-1 if none)
+    // Ids at or above this have an output row but no token to spell them (converters pad the
+    // embedding past the tokenizer); choosing one is an error when it happens. -1: every row.
+    int32_t n_spellable = -1;
 };
 
 struct GenerateOptions {

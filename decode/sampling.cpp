@@ -147,4 +147,18 @@ void check_prompt_ids(const model::Model& model, std::span<const int32_t> prompt
     }
 }
 
+void check_finite_logit(float logit, int pos) {
+    if (std::isfinite(logit)) return;
+    throw Error("the forward gave a non-finite logit at position " + std::to_string(pos) +
+                ": the model's weights hold NaN or Inf, or its activations overflowed");
+}
+
+void check_spellable(const TokenIds& ids, int32_t tok, int pos) {
+    if (ids.n_spellable < 0 || tok < ids.n_spellable) return;
+    throw Error("the model chose token id " + std::to_string(tok) + " at position " +
+                std::to_string(pos) + ", which the tokenizer cannot spell: it has " +
+                std::to_string(ids.n_spellable) +
+                " tokens, the output layer more rows (padding a converter added)");
+}
+
 }  // namespace llada::decode

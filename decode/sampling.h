@@ -44,5 +44,11 @@ void validate_common_options(const GenerateOptions& opt, const TokenIds& ids,
                              const model::Model& model);
 void check_canvas_fits(const model::Model& model, int prompt_len, int gen);
 void check_prompt_ids(const model::Model& model, std::span<const int32_t> prompt);
+// A token the decoder chose at position `pos` that the tokenizer cannot spell is an error now,
+// not when the answer is detokenised after the whole generation.
+void check_spellable(const TokenIds& ids, int32_t tok, int pos);
+// The chosen token's logit (or the row's maximum) must be finite: a NaN or Inf weight makes a
+// whole row NaN, and every comparison with NaN is false, so the argmax would silently be id 0.
+void check_finite_logit(float logit, int pos);
 
 }  // namespace llada::decode

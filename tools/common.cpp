@@ -62,6 +62,8 @@ LoadedModel load_model(const std::string& path) {
     lm.ids.mask = lm.tok->mask();
     lm.ids.eos = lm.tok->eos();
     lm.ids.eot = lm.tok->eot();
+    if (lm.tok->n_vocab() < lm.model->hparams().n_vocab)
+        lm.ids.n_spellable = static_cast<int32_t>(lm.tok->n_vocab());
     return lm;
 }
 
