@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -129,15 +130,28 @@ ForwardCost read_forward_cost(const std::string& path, const std::string& key) {
     if (!f) return c;
     std::string line;
     if (!std::getline(f, line) || line != "llada.cpp forward cost " + key) return c;
-    int64_t r;
-    double ms;
-    size_t bytes;
-    while (f >> r >> ms >> bytes) {
+    // Each line "rows ms arena_bytes", rows ascending and times positive, as
+    // write_forward_cost writes them; anything else is a damaged file, not a shorter table.
+    for (int n = 2; std::getline(f, line); ++n) {
+        std::istringstream is(line);
+        int64_t r = 0;
+        double ms = 0.0;
+        size_t bytes = 0;
+        std::string rest;
+        const bool ok = static_cast<bool>(is >> r >> ms >> bytes) && !(is >> rest) && r >= 1 &&
+                        ms > 0.0 && std::isfinite(ms) && (c.rows.empty() || r > c.rows.back());
+        if (!ok) {
+            throw Error("the forward-cost cache '" + path + "' is damaged at line " +
+                        std::to_string(n) + "; delete it and the cost is measured again");
+        }
         c.rows.push_back(r);
         c.ms.push_back(ms);
         c.arena_bytes.push_back(bytes);
     }
-    if (c.rows.empty()) return ForwardCost{};
+    if (c.rows.empty()) {
+        throw Error("the forward-cost cache '" + path +
+                    "' holds no entries; delete it and the cost is measured again");
+    }
     c.source = "calibrated on this host (cached in " + path + ")";
     return c;
 }

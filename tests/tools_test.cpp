@@ -6,9 +6,11 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "decode/policy.h"
@@ -148,9 +150,11 @@ TEST(LladaCli, ClearErrors) {
 }
 
 // The fixture model rewritten with the keys `keys` replaced by what `set` writes.
-fs::path fixture_with(
-    const std::string& name, const std::vector<std::string>& keys,
-    const std::function<void(format::GgufWriter&, const format::GgufFile&)>& set) {
+// `patch`, when given, may change each tensor's bytes.
+using TensorPatch = std::function<void(const format::GgufTensor&, std::vector<uint8_t>&)>;
+fs::path fixture_with(const std::string& name, const std::vector<std::string>& keys,
+                      const std::function<void(format::GgufWriter&, const format::GgufFile&)>& set,
+                      const TensorPatch& patch = nullptr) {
     const auto path = fs::temp_directory_path() / (name + std::to_string(getpid()) + ".gguf");
     auto f = format::GgufFile::open(fixture_model());
     format::GgufWriter w;
@@ -159,8 +163,9 @@ fs::path fixture_with(
     }
     set(w, *f);
     for (const auto& t : f->tensors()) {
-        w.add_tensor(t.name, t.type, std::vector<uint64_t>(t.ne, t.ne + t.n_dims),
-                     std::vector<uint8_t>(t.data, t.data + t.n_bytes));
+        std::vector<uint8_t> data(t.data, t.data + t.n_bytes);
+        if (patch) patch(t, data);
+        w.add_tensor(t.name, t.type, std::vector<uint64_t>(t.ne, t.ne + t.n_dims), std::move(data));
     }
     w.write(path.string());
     return path;
@@ -205,6 +210,36 @@ TEST(LladaCli, TokenizerLargerThanTheVocabularyIsAnError) {
     EXPECT_EQ(r.status, 1);
     EXPECT_NE(r.err.find("tokens but the model's vocabulary has"), std::string::npos) << r.err;
     fs::remove(path);
+}
+
+// A NaN in the weights makes every logit NaN; the argmax over NaN would silently be id 0.
+TEST(LladaCli, NanWeightsAreAnErrorNotTokenZero) {
+    const auto path = fixture_with(
+        "nan-", {}, [](format::GgufWriter&, const format::GgufFile&) {},
+        [](const format::GgufTensor& t, std::vector<uint8_t>& data) {
+            if (std::string(t.name) != "output_norm.weight") return;
+            ASSERT_EQ(t.type, format::TensorType::F32);
+            const float nan = std::numeric_limits<float>::quiet_NaN();
+            for (size_t i = 0; i + 4 <= data.size(); i += 4)
+                std::memcpy(&data[i], &nan, 4);
+        });
+    for (const char* policy : {"vanilla --steps 8", "dual-cache --threshold 0.9"}) {
+        Result r = run(bin("llada-cli") + " -m " + path.string() +
+                       " -p x --gen 16 --block 8 --policy " + policy);
+        EXPECT_EQ(r.status, 1) << policy;
+        EXPECT_NE(r.err.find("non-finite logit at position"), std::string::npos)
+            << policy << ": " << r.err;
+    }
+    fs::remove(path);
+}
+
+TEST(LladaCli, AnOptionGivenTwiceIsAnError) {
+    Result r = run(bin("llada-cli") + " -m " + fixture_model() + " -p x --gen 16 --gen 32");
+    EXPECT_EQ(r.status, 1);
+    EXPECT_NE(r.err.find("option --gen is given twice"), std::string::npos) << r.err;
+    r = run(bin("llada-cli") + " -m " + fixture_model() + " -p x -t 1 --threads=2");
+    EXPECT_EQ(r.status, 1);
+    EXPECT_NE(r.err.find("option --threads is given twice"), std::string::npos) << r.err;
 }
 
 TEST(LladaCli, HelpListsTheFlags) {

@@ -113,6 +113,8 @@ bool ArgTable::parse(int argc, char** argv) {
         }
         Entry* e = find(arg);
         if (!e) throw Error("unknown option '" + arg + "' (see --help)");
+        // The second value would silently replace the first.
+        if (e->given) throw Error("option " + arg + " is given twice");
         e->given = true;
         if (e->metavar.empty()) {
             if (has_inline) throw Error("option " + arg + " takes no value");
