@@ -384,6 +384,22 @@ TEST(Bpe, MergeResultMissingFromVocabFallsBackToBytes) {
     EXPECT_EQ(t.encode("\xC3\xA9", false, false), bytes_of("\xC3\xA9"));
 }
 
+// A byte the vocabulary has no token for is an error naming it, never silently dropped.
+TEST(Bpe, AByteWithoutATokenIsAnErrorNotADroppedByte) {
+    VocabBuilder v;
+    const int32_t a = v.add_raw("a"), b = v.add_raw("b");
+    Tokenizer t = v.build();
+    EXPECT_EQ(t.encode("ab", false, false), (std::vector<int32_t>{a, b}));
+    try {
+        t.encode("abc", false, false);
+        FAIL() << "'c' has no token and was encoded";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("no token for byte 0x63"), std::string::npos)
+            << e.what();
+    }
+    EXPECT_THROW(t.encode("a\xE9", false, false), Error);
+}
+
 TEST(Bpe, IgnoreMergesEmitsWholeWordTokensForLlama3) {
     VocabBuilder v;
     v.add_bytes();

@@ -2,6 +2,7 @@
 #include "tokenizer/bpe.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "tokenizer/unicode.h"
@@ -255,12 +256,22 @@ void Bpe::encode_word(std::string_view raw, bool ignore_merges, Scratch& s,
             out.push_back(id);
             continue;
         }
-        // Only a vocabulary whose merges produce strings it does not list gets here. Each byte
-        // becomes its own byte token; llama.cpp instead looks up the single UTF-8 bytes of the
-        // alphabet text, which agrees for printable ASCII and drops the other bytes.
+        // A vocabulary whose merges produce strings it does not list gets here, and a byte
+        // without a token of its own. Each byte becomes its own byte token; llama.cpp instead
+        // looks up the single UTF-8 bytes of the alphabet text, which agrees for printable ASCII
+        // and drops the other bytes.
         for (uint32_t k = 0; k < sym.len; ++k) {
-            int32_t b = sym_token_[byte_sym_[bytes[i + k]]];
-            if (b >= 0) out.push_back(b);
+            const uint8_t byte = bytes[i + k];
+            const int32_t b = sym_token_[byte_sym_[byte]];
+            if (b < 0) {
+                // Dropping the byte would change the text the model sees.
+                char hex[8];
+                std::snprintf(hex, sizeof(hex), "0x%02X", byte);
+                throw Error(std::string("the vocabulary has no token for byte ") + hex +
+                            ", so this text cannot be encoded (a byte-level BPE vocabulary "
+                            "lists all 256 bytes)");
+            }
+            out.push_back(b);
         }
     }
 }
