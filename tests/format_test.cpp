@@ -1,9 +1,11 @@
 // Tests of the GGUF reader and writer, including crafted truncated, corrupted and hostile files.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "format/gguf.h"
 #include "format/gguf_writer.h"
@@ -235,6 +237,99 @@ TEST(Gguf, DuplicateKeysAndTensorsAreRejected) {
     b.insert(b.end(), entry.begin(), entry.end());
     b[16] = 2;
     EXPECT_NE(parse_error(b).find("duplicate key"), std::string::npos);
+}
+
+// The structural checks beyond counts and offsets, each on a file that breaks only it.
+TEST(Gguf, EveryStructuralCheckNamesItsProblem) {
+    auto u32 = [](std::vector<uint8_t>& b, uint32_t v) {
+        for (int i = 0; i < 4; ++i)
+            b.push_back(static_cast<uint8_t>(v >> (8 * i)));
+    };
+    auto u64 = [](std::vector<uint8_t>& b, uint64_t v) {
+        for (int i = 0; i < 8; ++i)
+            b.push_back(static_cast<uint8_t>(v >> (8 * i)));
+    };
+    auto error_of = [](const GgufWriter& w) { return parse_error(w.to_bytes()); };
+    const std::vector<uint8_t> f32x32(32 * 4, 0);
+    {
+        GgufWriter w;
+        w.set_raw("flag", GgufType::BOOL, {2});
+        EXPECT_NE(error_of(w).find("bool value 2 is neither 0 nor 1"), std::string::npos);
+    }
+    {
+        // Arrays of arrays nine deep; eight is the limit.
+        std::vector<uint8_t> body;
+        for (int d = 0; d < 9; ++d) {
+            u32(body, static_cast<uint32_t>(GgufType::ARRAY));
+            u64(body, 1);
+        }
+        u32(body, static_cast<uint32_t>(GgufType::UINT8));
+        u64(body, 0);
+        GgufWriter w;
+        w.set_raw("deep", GgufType::ARRAY, body);
+        EXPECT_NE(error_of(w).find("arrays nested too deeply"), std::string::npos) << error_of(w);
+    }
+    {
+        std::vector<uint8_t> body;
+        u32(body, 13);  // one past FLOAT64
+        u64(body, 1);
+        GgufWriter w;
+        w.set_raw("odd", GgufType::ARRAY, body);
+        EXPECT_NE(error_of(w).find("array element type 13 is not a GGUF type"), std::string::npos);
+    }
+    {
+        // The writer refuses a second "a": write "a" and "b", then rename "b" in the bytes.
+        GgufWriter w;
+        w.add_tensor("a", TensorType::F32, {32}, f32x32);
+        w.add_tensor("b", TensorType::F32, {32}, f32x32);
+        auto b = w.to_bytes();
+        const uint8_t name_b[] = {1, 0, 0, 0, 0, 0, 0, 0, 'b'};
+        auto at = std::search(b.begin(), b.end(), std::begin(name_b), std::end(name_b));
+        ASSERT_NE(at, b.end());
+        at[8] = 'a';
+        EXPECT_NE(parse_error(b).find("duplicate tensor name"), std::string::npos)
+            << parse_error(b);
+    }
+    {
+        GgufWriter w;
+        w.add_tensor("z", TensorType::F32, {32, 0}, std::vector<uint8_t>{});
+        EXPECT_NE(error_of(w).find("dimension 1 is zero"), std::string::npos) << error_of(w);
+    }
+    {
+        // 16 columns of Q4_0, whose blocks hold 32 (the writer refuses it: one block of 32,
+        // its first dimension patched to 16 in the bytes).
+        GgufWriter w;
+        w.add_tensor("q", TensorType::Q4_0, {32}, std::vector<uint8_t>(18, 0));
+        auto b = w.to_bytes();
+        const uint8_t info[] = {1, 0, 0, 0, 0, 0, 0, 0, 'q', 1, 0, 0, 0, 32};
+        auto at = std::search(b.begin(), b.end(), std::begin(info), std::end(info));
+        ASSERT_NE(at, b.end());
+        at[13] = 16;
+        EXPECT_NE(parse_error(b).find("first dimension 16 is not a multiple of"), std::string::npos)
+            << parse_error(b);
+    }
+    {
+        // The writer sets general.alignment itself, as a UINT32 power of two: these files carry
+        // "general.alignmenT", renamed in the bytes.
+        auto with_alignment = [](const std::function<void(GgufWriter&)>& set) {
+            GgufWriter w;
+            set(w);
+            auto b = w.to_bytes();
+            const std::string key = "general.alignmenT";
+            auto at = std::search(b.begin(), b.end(), key.begin(), key.end());
+            EXPECT_NE(at, b.end());
+            if (at != b.end()) at[key.size() - 1] = 't';
+            return parse_error(b);
+        };
+        std::string e =
+            with_alignment([](GgufWriter& w) { w.set_string("general.alignmenT", "32"); });
+        EXPECT_NE(e.find("'general.alignment' has type STRING, expected UINT32"), std::string::npos)
+            << e;
+        e = with_alignment([](GgufWriter& w) { w.set_u32("general.alignmenT", 24); });
+        EXPECT_NE(e.find("'general.alignment' = 24 is not a power of two"), std::string::npos) << e;
+        e = with_alignment([](GgufWriter& w) { w.set_u32("general.alignmenT", 0); });
+        EXPECT_NE(e.find("= 0 is not a power of two"), std::string::npos) << e;
+    }
 }
 
 TEST(Gguf, OpenReportsMissingFile) {
