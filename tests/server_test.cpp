@@ -428,6 +428,24 @@ TEST(Server, BadRequestsAreNamedAndAFullServerSays503) {
     EXPECT_NE(err(R"({"prompt": "x", "stream": true, "diffusion_events": "yes"})")
                   .find("'diffusion_events' must be a boolean"),
               std::string::npos);
+    // The decoder's combination checks in the request's own words, not command-line flags.
+    const std::string steps = err(R"({"prompt": "x", "max_tokens": 32, "block": 16, "steps": 7})");
+    EXPECT_NE(steps.find("'steps' 7 is not a multiple of the 2 blocks ('max_tokens' 32"),
+              std::string::npos)
+        << steps;
+    EXPECT_EQ(steps.find("--"), std::string::npos) << steps;
+    EXPECT_NE(err(R"({"prompt": "x", "policy": "vanilla", "threshold": 0.5})")
+                  .find("'threshold' applies to the parallel policies"),
+              std::string::npos);
+    EXPECT_NE(err(R"({"prompt": "x", "policy": "vanilla", "revise": true})")
+                  .find("'revise' needs a policy that commits early"),
+              std::string::npos);
+    // The server's default threshold (for dual-cache) does not make vanilla an error.
+    auto v = c.Post("/v1/completions",
+                    json{{"prompt", kPrompts[0]}, {"max_tokens", 32}, {"policy", "vanilla"}}.dump(),
+                    "application/json");
+    ASSERT_TRUE(v);
+    EXPECT_EQ(v->status, 200) << v->body;
     // One sequence and no queue: of several requests at once, the ones that find it busy get
     // 503 with Retry-After; every one is answered.
     std::atomic<int> ok{0}, busy{0};
@@ -478,6 +496,7 @@ TEST(Server, ApiKeyTimeoutUnknownEndpointsAndACleanStop) {
     auto nf = c.Get("/v2/nothing", auth);
     ASSERT_TRUE(nf);
     EXPECT_EQ(nf->status, 404);
+    EXPECT_EQ(json::parse(nf->body)["error"]["message"], "no such endpoint: GET /v2/nothing");
     const int status = s.stop();
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 }

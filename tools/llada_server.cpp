@@ -162,11 +162,24 @@ int main(int argc, char** argv) {
                 return httplib::Server::HandlerResponse::Handled;
             });
         }
-        srv.set_error_handler([](const httplib::Request&, httplib::Response& s) {
+        // The errors cpp-httplib answers itself (a handler's own errors have a body already).
+        srv.set_error_handler([](const httplib::Request& q, httplib::Response& s) {
             if (s.status == 413) {
                 send_error(s, 413, "the request body exceeds the server's --max-body-kib");
-            } else if (s.body.empty()) {
-                send_error(s, s.status, "no such endpoint", "not_found_error");
+            } else if (!s.body.empty()) {
+                return;
+            } else if (s.status == 404) {
+                send_error(s, 404, "no such endpoint: " + q.method + " " + q.path,
+                           "not_found_error");
+            } else if (s.status == 405) {
+                send_error(s, 405, "method " + q.method + " is not allowed");
+            } else if (s.status == 400) {
+                send_error(s, 400, "malformed HTTP request");
+            } else if (s.status == 414) {
+                send_error(s, 414, "the request URI is too long");
+            } else {
+                send_error(s, s.status, "HTTP status " + std::to_string(s.status),
+                           s.status >= 500 ? "server_error" : "invalid_request_error");
             }
         });
         srv.Get("/health", [&](const httplib::Request&, httplib::Response& res) {

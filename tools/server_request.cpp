@@ -159,6 +159,30 @@ ParsedRequest parse_request(const json& body, const std::string& default_policy,
         throw Error("max_tokens rounded up to whole blocks exceeds the server's --max-gen");
     p.opt.steps = steps > 0 ? steps : p.opt.gen;
     if (p.policy == "ar") throw Error("policy 'ar' is not served (diffusion policies only)");
+    // The decoder's own checks would name command-line flags; these name the request's fields.
+    const int n_blocks = p.opt.gen / p.opt.block;
+    if (p.opt.steps % n_blocks != 0) {
+        throw Error("'steps' " + std::to_string(p.opt.steps) + " is not a multiple of the " +
+                    std::to_string(n_blocks) + " blocks ('max_tokens' " +
+                    std::to_string(max_tokens) + " rounded up to whole blocks of 'block' " +
+                    std::to_string(p.opt.block) + ")");
+    }
+    if (p.policy == "vanilla") {
+        // LLaDA's reference schedule has no commit threshold: the server's default threshold
+        // is for the parallel policies; a threshold the request asks for is an error.
+        if (body.contains("threshold") && p.opt.threshold != 0.0) {
+            throw Error(
+                "'threshold' applies to the parallel policies (threshold, prefix-cache, "
+                "dual-cache, need, mbsd), not 'vanilla' (LLaDA's reference schedule)");
+        }
+        p.opt.threshold = 0.0;
+        p.opt.factor = 0.0;
+        if (p.opt.revise.on) {
+            throw Error(
+                "'revise' needs a policy that commits early (threshold, prefix-cache, "
+                "dual-cache, need, mbsd), not 'vanilla'");
+        }
+    }
     if (body.contains("lookahead") && p.policy != "mbsd")
         throw Error("'lookahead' applies to policy 'mbsd' only, not '" + p.policy + "'");
     return p;
