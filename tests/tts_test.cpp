@@ -163,7 +163,9 @@ TEST(Tts, AutoSizesNFromTheLatencyTable) {
     model::Session s(*t.lm.model, *npu, 1, 52, 8 * 17, 8 * 17);
     const auto table = decode::device_forward_cost(s, 8 * 17, 52);
     EXPECT_LE(table.at(8 * n), 1.1 * table.at(8) + 1e-9);
-    if (n < 16) EXPECT_GT(table.at(8 * (n + 1)), 1.1 * table.at(8));
+    if (n < 16) {
+        EXPECT_GT(table.at(8 * (n + 1)), 1.1 * table.at(8));
+    }
     EXPECT_NEAR(ms, table.at(8 * n), 1e-6);
     auto cpu = runtime::make_cpu_device(pool);
     EXPECT_THROW(decode::auto_candidates("dual-cache", *t.lm.model, *cpu, opt, 20, 16, nullptr),
