@@ -201,7 +201,7 @@ void GgufWriter::add_tensor(const std::string& name, TensorType type, std::vecto
             throw Error("GgufWriter: tensor '" + name + "' has " + std::to_string(shared->size()) +
                         " bytes of data, its shape needs " + std::to_string(n));
         }
-        std::memcpy(dst, shared->data(), n);
+        if (n > 0) std::memcpy(dst, shared->data(), n);  // an empty vector's data() may be null
     });
 }
 
