@@ -9,15 +9,17 @@
 // d_x (one scalar per activation row) in float, as llama.cpp does. For Q4_0 the nibbles (0..15)
 // are the unsigned operand and the offset of 8 is removed exactly by seeding each block's int32
 // sums with -8 * sum(x). Q8_0 weights are stored with their sign bit flipped (w + 128): on VNNI
-// that is the unsigned operand as loaded, the offset removed with -128 * sum(x); the other
-// targets flip the bit back and move the weights' signs onto the activations so that |w| can
-// be the unsigned operand.
+// that is the unsigned operand as loaded, the offset removed with -128 * sum(x); AVX2 flips
+// the bit back and moves the weights' signs onto the activations so that |w| can be the
+// unsigned operand. The portable targets (NEON, SVE, x86 below AVX2) widen to int16 and
+// multiply-accumulate pairs (below); only the no-vector target unpacks blocks.
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/qmatmul.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 // Must come after foreach_target.h.
 #include "hwy/highway.h"
+#include "kernels/tile_simd-inl.h"
 
 #include <cmath>
 #include <cstring>
@@ -28,6 +30,10 @@
 
 #if HWY_ARCH_X86
 #include <immintrin.h>
+#endif
+#if HWY_ARCH_ARM_A64
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
 #endif
 
 HWY_BEFORE_NAMESPACE();
@@ -340,35 +346,8 @@ HWY_INLINE void TileQ(const ActRows& x, const uint8_t* HWY_RESTRICT group,
 }
 constexpr int kMR = 4;
 
-#else
-// ---- Portable (NEON on Arm, the x86 targets below AVX2): Highway over the packed layout ----
-
-// The exact int32 dot product of a block's 32 int8 weights and activations: widened to int16
-// and multiplied pairwise into int32 lanes (NEON's vmull/vpadal), one lane sum at the end.
-HWY_INLINE int32_t DotBlock(const int8_t* HWY_RESTRICT w, const int8_t* HWY_RESTRICT x) {
-#if HWY_TARGET == HWY_SCALAR
-    int32_t isum = 0;
-    for (int i = 0; i < quant::kQK; ++i)
-        isum += w[i] * x[i];
-    return isum;
-#else
-    const hn::ScalableTag<int16_t> d16;
-    const hn::Rebind<int8_t, decltype(d16)> d8;
-    const hn::Repartition<int32_t, decltype(d16)> d32;
-    const int N = static_cast<int>(hn::Lanes(d16));
-    auto s0 = hn::Zero(d32), s1 = hn::Zero(d32);
-    int i = 0;
-    for (; i + N <= quant::kQK; i += N) {
-        const auto wv = hn::PromoteTo(d16, hn::LoadU(d8, w + i));
-        const auto xv = hn::PromoteTo(d16, hn::LoadU(d8, x + i));
-        s0 = hn::ReorderWidenMulAccumulate(d32, wv, xv, s0, s1);
-    }
-    int32_t isum = hn::GetLane(hn::SumOfLanes(d32, hn::Add(s0, s1)));
-    for (; i < quant::kQK; ++i)
-        isum += w[i] * x[i];
-    return isum;
-#endif
-}
+#elif HWY_TARGET == HWY_SCALAR
+// ---- No vectors: the block's weights unpacked, exact int32 dot products ----
 
 template <int MR, bool Q4>
 HWY_INLINE void TileQ(const ActRows& x, const uint8_t* HWY_RESTRICT group,
@@ -381,7 +360,10 @@ HWY_INLINE void TileQ(const ActRows& x, const uint8_t* HWY_RESTRICT group,
             const float dw = quant::fp16_to_fp32(
                 reinterpret_cast<const uint16_t*>(group + b * l.block_bytes)[n]);
             for (int m = 0; m < MR; ++m) {
-                const int32_t isum = DotBlock(wv, x.qs(m, b));
+                const int8_t* xs = x.qs(m, b);
+                int32_t isum = 0;
+                for (int i = 0; i < quant::kQK; ++i)
+                    isum += wv[i] * xs[i];
                 acc[m] += static_cast<float>(isum) * (dw * x.d(m, b));
             }
         }
@@ -390,6 +372,199 @@ HWY_INLINE void TileQ(const ActRows& x, const uint8_t* HWY_RESTRICT group,
     }
 }
 constexpr int kMR = 1;
+
+#else
+// ---- Portable (NEON and SVE on Arm, x86 below AVX2): 128-bit Highway over the packed layout --
+//
+// The packed layout's 64-byte steps hold 4 values of each of the group's 16 rows: 16 bytes are
+// 4 rows x 4 values. Each 16-byte vector is widened to int16 in two halves (2 rows each) and
+// multiplied against the activation's 4 values (repeated) with ReorderWidenMulAccumulate
+// (NEON's vmlal), accumulating pairs of products in int32 lanes over a block's steps; one fold
+// per block (pair sums, then even + odd lanes) gives 4 rows' exact block sums. The stored
+// weights are unsigned (Q4_0 nibbles q + 8, Q8_0 values + 128); the activation record's seed
+// (-8 or -128 times the block's sum) removes the offset. 128-bit vectors on every target here:
+// SVE's minimum, so the same code serves every SVE vector length.
+
+// The block sums of 4 rows from the two halves' pair-product accumulators, in the row order
+// 0, 2, 1, 3 (kFoldOrder): pair sums, each added to its neighbour, odd lanes from the second
+// half. (No ConcatEven/ConcatOdd: on SVE_256 they assume full vectors, and these are 128-bit.)
+constexpr int kFoldOrder[4] = {0, 2, 1, 3};
+template <class V32>
+HWY_INLINE V32 FoldRows(V32 s0_lo, V32 s1_lo, V32 s0_hi, V32 s1_hi) {
+    const V32 lo = hn::RearrangeToOddPlusEven(s0_lo, s1_lo);  // rows 0, 1: (values 01, 23) each
+    const V32 hi = hn::RearrangeToOddPlusEven(s0_hi, s1_hi);  // rows 2, 3
+    const V32 a = hn::Add(lo, hn::Shuffle2301(lo));           // 0, 0, 1, 1
+    const V32 c = hn::Add(hi, hn::Shuffle2301(hi));           // 2, 2, 3, 3
+    return hn::OddEven(c, a);                                 // 0, 2, 1, 3
+}
+
+template <int MR, bool Q4>
+HWY_INLINE void TileQ(const ActRows& x, const uint8_t* HWY_RESTRICT group,
+                      const quant::PackedLayout& l, float* HWY_RESTRICT y, int64_t ldy, int nr) {
+    const hn::FixedTag<uint8_t, 16> du8;
+    const hn::FixedTag<int16_t, 8> d16;
+    const hn::FixedTag<int32_t, 4> d32;
+    const hn::FixedTag<float, 4> df;
+    const hn::Half<decltype(du8)> du8h;
+    const hn::Rebind<int8_t, decltype(d16)> di8h;
+    const hn::RebindToUnsigned<decltype(d16)> du16;
+    constexpr int kSteps = quant::kQK / 4;  // a block's 4-value groups
+    for (int m = 0; m < MR; ++m) {
+        VecArray<decltype(df), 4> acc;
+        for (int v = 0; v < 4; ++v)
+            Put(acc, v, hn::Zero(df));
+        for (int64_t b = 0; b < l.n_blocks; ++b) {
+            const uint8_t* blk = group + b * l.block_bytes;
+            const uint8_t* q = blk + 2 * quant::kPackRows;
+            // The activation's 4-value groups, each twice (once per row of a half), as int16.
+            const int8_t* xs = x.qs(m, b);
+            HWY_ALIGN int8_t twice[kSteps][8];
+            for (int k = 0; k < kSteps; ++k) {
+                std::memcpy(twice[k], xs + 4 * k, 4);
+                std::memcpy(twice[k] + 4, xs + 4 * k, 4);
+            }
+            VecArray<decltype(d16), kSteps> xa;
+            for (int k = 0; k < kSteps; ++k)
+                Put(xa, k, hn::PromoteTo(d16, hn::Load(di8h, twice[k])));
+            // The rows' scales in FoldRows' order.
+            HWY_ALIGN float dw[quant::kPackRows];
+            const uint16_t* scales = reinterpret_cast<const uint16_t*>(blk);
+            for (int n = 0; n < quant::kPackRows; ++n)
+                dw[n] = quant::fp16_to_fp32(scales[n / 4 * 4 + kFoldOrder[n % 4]]);
+            const auto dx = hn::Set(df, x.d(m, b));
+            const auto seed = hn::Set(d32, x.seed<Q4>(m, b));
+            for (int v = 0; v < 4; ++v) {
+                auto s0l = hn::Zero(d32), s1l = hn::Zero(d32);
+                auto s0h = hn::Zero(d32), s1h = hn::Zero(d32);
+                auto step = [&](hn::Vec<decltype(du8)> w, hn::Vec<decltype(d16)> xv) {
+                    const auto wl = hn::BitCast(d16, hn::PromoteTo(du16, hn::LowerHalf(du8h, w)));
+                    const auto wh = hn::BitCast(d16, hn::PromoteTo(du16, hn::UpperHalf(du8h, w)));
+                    s0l = hn::ReorderWidenMulAccumulate(d32, wl, xv, s0l, s1l);
+                    s0h = hn::ReorderWidenMulAccumulate(d32, wh, xv, s0h, s1h);
+                };
+                if constexpr (Q4) {
+                    // Step j: low nibbles are values 8j + i, high nibbles 8j + 4 + i.
+                    for (int j = 0; j < 4; ++j) {
+                        const auto bytes = hn::LoadU(du8, q + j * 64 + 16 * v);
+                        step(hn::And(bytes, hn::Set(du8, 0x0f)), xa[2 * j]);
+                        step(hn::ShiftRight<4>(bytes), xa[2 * j + 1]);
+                    }
+                } else {
+                    for (int st = 0; st < kSteps; ++st)
+                        step(hn::LoadU(du8, q + st * 64 + 16 * v), xa[st]);
+                }
+                const auto sums = hn::Add(FoldRows(s0l, s1l, s0h, s1h), seed);
+                const auto scale = hn::Mul(hn::Load(df, dw + 4 * v), dx);
+                Put(acc, v, hn::MulAdd(hn::ConvertTo(df, sums), scale, acc[v]));
+            }
+        }
+        HWY_ALIGN float out[quant::kPackRows];
+        for (int v = 0; v < 4; ++v)
+            hn::Store(acc[v], df, out + 4 * v);
+        for (int n = 0; n < nr; ++n)
+            y[m * ldy + n] = out[n / 4 * 4 + kFoldOrder[n % 4]];
+    }
+}
+constexpr int kMR = 1;
+
+// ---- With a 4-way int8 dot product: SVE's sdot (every SVE core), NEON's (Armv8.2 dotprod) ----
+//
+// sdot adds the products of 4 int8 pairs into each int32 lane: a 16-byte vector of 4 rows x 4
+// values against the activation's 4 values (broadcast to every lane) advances 4 rows' sums by 4
+// values in one instruction, in row order, with no widening and no fold. The weights become
+// signed first (Q8_0: the sign bit flipped back; Q4_0: nibble - 8), so no seed is needed.
+#if HWY_TARGET == HWY_SVE || HWY_TARGET == HWY_SVE2 || HWY_TARGET == HWY_SVE_256 || \
+    HWY_TARGET == HWY_SVE2_128
+#define LLADA_HAVE_DOT 1
+#define LLADA_DOT_FN
+template <class V32, class V8>
+HWY_INLINE V32 Dot4(V32 acc, V8 w, V8 x) {
+    return svdot_s32(acc, w, x);
+}
+HWY_INLINE bool HaveDot() {
+    return true;
+}
+#elif HWY_TARGET == HWY_NEON
+#define LLADA_HAVE_DOT 1
+// Highway's NEON functions are "+crypto" on the base architecture; this is a superset of both.
+#define LLADA_DOT_FN __attribute__((target("arch=armv8.2-a+dotprod+crypto")))
+LLADA_DOT_FN HWY_INLINE hn::Vec128<int32_t> Dot4(hn::Vec128<int32_t> acc, hn::Vec128<int8_t> w,
+                                                 hn::Vec128<int8_t> x) {
+    return hn::Vec128<int32_t>(vdotq_s32(acc.raw, w.raw, x.raw));
+}
+HWY_INLINE bool HaveDot() {
+    return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+}
+#endif
+
+#if defined(LLADA_HAVE_DOT)
+template <bool Q4>
+LLADA_DOT_FN HWY_INLINE void TileQDot(const ActRows& x, const uint8_t* HWY_RESTRICT group,
+                                      const quant::PackedLayout& l, float* HWY_RESTRICT y, int nr) {
+    const hn::FixedTag<uint8_t, 16> du8;
+    const hn::FixedTag<int8_t, 16> d8;
+    const hn::FixedTag<int32_t, 4> d32;
+    const hn::FixedTag<float, 4> df;
+    constexpr int kSteps = quant::kQK / 4;
+    VecArray<decltype(df), 4> acc;
+    for (int v = 0; v < 4; ++v)
+        Put(acc, v, hn::Zero(df));
+    for (int64_t b = 0; b < l.n_blocks; ++b) {
+        const uint8_t* blk = group + b * l.block_bytes;
+        const uint8_t* q = blk + 2 * quant::kPackRows;
+        const int8_t* xs = x.qs(0, b);
+        VecArray<decltype(d8), kSteps> xa;  // value group k of the activation, in every lane
+        for (int k = 0; k < kSteps; ++k)
+            Put(xa, k, hn::BitCast(d8, hn::Set(d32, Load4(xs + 4 * k))));
+        HWY_ALIGN float dw[quant::kPackRows];
+        const uint16_t* scales = reinterpret_cast<const uint16_t*>(blk);
+        for (int n = 0; n < quant::kPackRows; ++n)
+            dw[n] = quant::fp16_to_fp32(scales[n]);
+        const auto dx = hn::Set(df, x.d(0, b));
+        for (int v = 0; v < 4; ++v) {
+            auto sums = hn::Zero(d32);
+            if constexpr (Q4) {
+                const auto eight = hn::Set(d8, 8);
+                for (int j = 0; j < 4; ++j) {
+                    const auto bytes = hn::LoadU(du8, q + j * 64 + 16 * v);
+                    const auto lo = hn::BitCast(d8, hn::And(bytes, hn::Set(du8, 0x0f)));
+                    const auto hi = hn::BitCast(d8, hn::ShiftRight<4>(bytes));
+                    sums = Dot4(sums, hn::Sub(lo, eight), xa[2 * j]);
+                    sums = Dot4(sums, hn::Sub(hi, eight), xa[2 * j + 1]);
+                }
+            } else {
+                const auto flip = hn::Set(du8, 0x80);
+                for (int st = 0; st < kSteps; ++st) {
+                    const auto w =
+                        hn::BitCast(d8, hn::Xor(hn::LoadU(du8, q + st * 64 + 16 * v), flip));
+                    sums = Dot4(sums, w, xa[st]);
+                }
+            }
+            const auto scale = hn::Mul(hn::Load(df, dw + 4 * v), dx);
+            Put(acc, v, hn::MulAdd(hn::ConvertTo(df, sums), scale, acc[v]));
+        }
+    }
+    HWY_ALIGN float out[quant::kPackRows];
+    for (int v = 0; v < 4; ++v)
+        hn::Store(acc[v], df, out + 4 * v);
+    for (int n = 0; n < nr; ++n)
+        y[n] = out[n];
+}
+
+template <bool Q4>
+LLADA_DOT_FN HWY_NOINLINE void MatmulPackedDot(const uint8_t* xq, int64_t m_rows,
+                                               const WeightView& w, float* y, int64_t ldy,
+                                               int64_t n0, int64_t n1) {
+    const quant::PackedLayout l = quant::packed_layout(w.type, w.n_rows, w.n_cols);
+    const quant::ActLayout a = quant::act_layout(w.n_cols);
+    for (int64_t n = n0; n < n1; n += quant::kPackRows) {
+        const int nr = static_cast<int>(std::min<int64_t>(quant::kPackRows, n1 - n));
+        const uint8_t* group = w.packed + (n / quant::kPackRows) * l.group_bytes;
+        for (int64_t m = 0; m < m_rows; ++m)
+            TileQDot<Q4>(ActRows{xq + m * a.row_bytes, a.row_bytes}, group, l, y + m * ldy + n, nr);
+    }
+}
+#endif  // LLADA_HAVE_DOT
 #endif
 
 template <bool Q4>
@@ -398,6 +573,9 @@ LLADA_VNNI_FN void MatmulPackedT(const uint8_t* xq, int64_t m_rows, const Weight
     const quant::PackedLayout l = quant::packed_layout(w.type, w.n_rows, w.n_cols);
     const quant::ActLayout a = quant::act_layout(w.n_cols);
     const auto rows_at = [&](int64_t m) { return ActRows{xq + m * a.row_bytes, a.row_bytes}; };
+#if defined(LLADA_HAVE_DOT)
+    if (HaveDot()) return MatmulPackedDot<Q4>(xq, m_rows, w, y, ldy, n0, n1);
+#endif
     int64_t n = n0;
 #if defined(LLADA_HAVE_TILE_Q2)
     for (; n + 2 * quant::kPackRows <= n1; n += 2 * quant::kPackRows) {
@@ -443,6 +621,8 @@ LLADA_VNNI_FN void MatmulPacked(const uint8_t* xq, int64_t m_rows, const WeightV
 #endif
 #undef LLADA_POP_VNNI
 #undef LLADA_HAVE_TILE_Q2
+#undef LLADA_HAVE_DOT
+#undef LLADA_DOT_FN
 #undef LLADA_VNNI_FN
 
 }  // namespace HWY_NAMESPACE

@@ -2,8 +2,13 @@
 # Cross-builds llada.cpp for 64-bit Arm (Debian's g++-aarch64-linux-gnu and the arm64 -dev
 # packages: scripts/install-deps.sh --aarch64) into build-aarch64/ and runs the kernel, format,
 # tokenizer, model, runtime, decode and npu-sim tests under qemu-aarch64. Highway compiles NEON
-# there (SVE is not enabled yet: kernels/CMakeLists.txt), which the kernel tests check against
-# the scalar twins. Under qemu only correctness is measured, never speed.
+# and the four SVE targets there. The tests run on a 128-bit SVE2 core (qemu's `max` CPU at
+# vector length 16 bytes, as Armv9 phones have), where the dispatch picks SVE2_128 and the kernel
+# tests also hold NEON (with the dotprod extension), SVE and SVE2 to the scalar twins; the kernel
+# tests run again at 256 bits (SVE_256) and on a Cortex-A72 (plain Armv8.0 NEON, no dotprod).
+# The step-engine and test-time-scaling tests, decoding policy rather than kernels, run on NEON:
+# qemu's SVE emulation makes them ~4x slower for no other coverage.
+# Under qemu only correctness is measured, never speed.
 # Tests that start the tools as child processes are left out (no binfmt here: an arm64 child
 # cannot be exec'd). Skips (exit 0, with a message) where the cross compiler is not installed.
 set -eu
@@ -22,14 +27,23 @@ cmake --build "$B" -j2 --target $tests > /dev/null
 exclude="TokenizeTool.*:*Cli*:*Tool*:ShippedModels.EvalSmokeSliceReproducesTheReference"
 start=$(date +%s)
 status=0
-for t in $tests; do
-    if qemu-aarch64 -L / "$B/bin/$t" --gtest_filter="-$exclude" --gtest_brief=1 > "$B/$t.log" 2>&1; then
-        echo "cross-aarch64.sh: $t: $(grep -o '[0-9]* tests\? from [0-9]* test suites\? ran' "$B/$t.log" | head -1), passed"
+run() {  # run CPU TEST: the test under qemu on that CPU model
+    log="$B/$2-$(echo "$1" | tr ',=' '--').log"
+    if qemu-aarch64 -L / -cpu "$1" "$B/bin/$2" --gtest_filter="-$exclude" --gtest_brief=1 > "$log" 2>&1; then
+        echo "cross-aarch64.sh: $2 ($1): $(grep -o '[0-9]* tests\? from [0-9]* test suites\? ran' "$log" | head -1), passed"
     else
-        echo "cross-aarch64.sh: $t FAILED:"
-        tail -30 "$B/$t.log"
+        echo "cross-aarch64.sh: $2 ($1) FAILED:"
+        tail -30 "$log"
         status=1
     fi
+}
+for t in $tests; do
+    case $t in
+        generator_test | tts_test) run max,sve=off "$t" ;;
+        *) run max,sve-default-vector-length=16 "$t" ;;
+    esac
 done
+run max,sve-default-vector-length=32 kernels_test
+run cortex-a72 kernels_test
 echo "cross-aarch64.sh: done in $(( $(date +%s) - start )) s under qemu"
 exit $status

@@ -2,8 +2,9 @@
 # Builds the libFuzzer targets with clang-16 (ASan + UBSan, build-fuzz/), writes the seed corpora
 # and runs every target: `scripts/fuzz.sh [SECONDS]` for a bounded time each (default 30; CI), or
 # `RUNS=1000000 scripts/fuzz.sh` for a number of executions each (the long run of
-# docs/reliability.md). A crash leaves its input in build-fuzz/findings/ and fails the script;
-# put it under fuzz/regressions/<target>/ once fixed, where ctest replays it in every build.
+# docs/reliability.md); TARGETS="safetensors ..." runs only those. A crash leaves its input in
+# build-fuzz/findings/ and fails the script; put it under fuzz/regressions/<target>/ once
+# fixed, where ctest replays it in every build.
 # Skips (exit 0, with a message) where clang-16 or libFuzzer is not installed.
 set -eu
 cd "$(dirname "$0")/.."
@@ -15,7 +16,7 @@ fi
 B=${FUZZ_BUILD:-build-fuzz}
 CC=clang-16 CXX=clang++-16 cmake -B "$B" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLLADA_FUZZ=ON \
     -DLLADA_BUILD_TESTS=OFF > /dev/null
-targets="gguf tokenizer chat request safetensors"
+targets=${TARGETS:-gguf tokenizer chat request safetensors}
 cmake --build "$B" -j2 --target llada-quantize $(for t in $targets; do printf '%s_fuzz ' "$t"; done) > /dev/null
 rm -rf "$B/corpus"
 python3 fuzz/make_corpus.py "$B/corpus" "$B/bin"

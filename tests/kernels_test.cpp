@@ -64,9 +64,20 @@ TEST(Kernels, SeveralTargetsAreTested) {
         names += std::string(hwy::TargetName(t)) + " ";
     RecordProperty("targets", names);
 #if HWY_ARCH_ARM_A64
-    // 64-bit Arm builds NEON only (CMakeLists.txt: SVE is disabled), its baseline: one target,
-    // which every kernel test still holds to its scalar twin.
-    EXPECT_NE(std::find(targets.begin(), targets.end(), HWY_NEON), targets.end()) << names;
+    // 64-bit Arm builds NEON (its baseline) and the SVE targets; a core with SVE runs the SVE
+    // ones too (under qemu: scripts/cross-aarch64.sh runs the kernel tests at two vector
+    // lengths), each held to the scalar twins by every kernel test.
+    auto has = [&](int64_t t) {
+        return std::find(targets.begin(), targets.end(), t) != targets.end();
+    };
+    EXPECT_TRUE(has(HWY_NEON)) << names;
+    static_assert((HWY_TARGETS & HWY_SVE) && (HWY_TARGETS & HWY_SVE2) &&
+                      (HWY_TARGETS & HWY_SVE_256) && (HWY_TARGETS & HWY_SVE2_128),
+                  "every SVE target is compiled");
+    if (hwy::SupportedTargets() & HWY_SVE) {
+        EXPECT_TRUE(has(HWY_SVE)) << names;
+        EXPECT_GE(targets.size(), 3u) << names;  // NEON, SVE and SVE2 or a fixed-width one
+    }
 #else
     // This machine (the CI kind) has AVX-512; the scalar EMU128 target always exists.
     EXPECT_GE(targets.size(), 2u) << names;
@@ -867,11 +878,17 @@ TEST(Kernels, LimitSimdSelectsTheNamedTargetOrSaysWhichExist) {
         kernels::limit_simd(lower);
         EXPECT_STREQ(kernels::active_target(), hwy::TargetName(t));
     }
+    // A target of the other architecture is never compiled here.
+#if HWY_ARCH_X86
+    const std::string foreign = "SVE2";
+#else
+    const std::string foreign = "AVX2";
+#endif
     try {
-        kernels::limit_simd("SVE2");
-        ADD_FAILURE() << "SVE2 accepted on x86";
+        kernels::limit_simd(foreign);
+        ADD_FAILURE() << foreign << " accepted";
     } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find("--simd SVE2"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("--simd " + foreign), std::string::npos) << e.what();
         EXPECT_NE(
             std::string(e.what()).find(hwy::TargetName(hwy::SupportedAndGeneratedTargets()[0])),
             std::string::npos)
