@@ -9,9 +9,15 @@
 set -eu
 cd "$(dirname "$0")/.."
 secs=${1:-30}
-if ! command -v clang++-16 > /dev/null || ! ls /usr/lib/llvm-16/lib/clang/16/lib/linux/libclang_rt.fuzzer-*.a > /dev/null 2>&1; then
-    echo "fuzz.sh: skipped: clang-16 and libfuzzer-16-dev are not installed (scripts/install-deps.sh --fuzz)"
+if ! command -v clang++-16 > /dev/null; then
+    echo "fuzz.sh: skipped: clang-16 is not installed (scripts/install-deps.sh --fuzz)"
     exit 0
+fi
+# clang without its fuzzer runtime is a half install (as --fuzz once left it): an error, so that
+# CI cannot pass with its fuzzers silently skipped.
+if ! ls /usr/lib/llvm-16/lib/clang/16/lib/linux/libclang_rt.fuzzer-*.a > /dev/null 2>&1; then
+    echo "fuzz.sh: clang-16 is installed but its libFuzzer runtime is not (libclang-rt-16-dev; scripts/install-deps.sh --fuzz)" >&2
+    exit 1
 fi
 B=${FUZZ_BUILD:-build-fuzz}
 CC=clang-16 CXX=clang++-16 cmake -B "$B" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLLADA_FUZZ=ON \

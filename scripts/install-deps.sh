@@ -38,7 +38,8 @@ if [ "$web" -eq 1 ]; then
     pkgs="$pkgs chromium chromium-driver python3-selenium curl"
 fi
 if [ "$fuzz" -eq 1 ]; then
-    pkgs="$pkgs clang-16 libfuzzer-16-dev"
+    # libclang-rt-16-dev holds the -fsanitize=fuzzer,address runtimes clang links the targets with.
+    pkgs="$pkgs clang-16 libfuzzer-16-dev libclang-rt-16-dev"
 fi
 if [ "$aarch64" -eq 1 ]; then
     $sudo dpkg --add-architecture arm64
