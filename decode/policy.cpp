@@ -11,6 +11,8 @@ std::unique_ptr<Policy> make_diffusion_policy(const std::string& name, const mod
 std::unique_ptr<Policy> make_autoregressive_policy(const model::Model& model,
                                                    runtime::Device& device,
                                                    const GenerateOptions& opt, const TokenIds& ids);
+std::unique_ptr<Policy> make_dream_policy(const model::Model& model, runtime::Device& device,
+                                          const GenerateOptions& opt, const TokenIds& ids);
 
 const char* token_state_name(TokenState s) {
     switch (s) {
@@ -44,7 +46,7 @@ std::vector<int32_t> GenerateResult::answer(const TokenIds& ids) const {
 }
 
 std::vector<std::string> policy_names() {
-    return {"vanilla", "prefix-cache", "dual-cache", "threshold", "need", "mbsd", "ar"};
+    return {"vanilla", "prefix-cache", "dual-cache", "threshold", "need", "mbsd", "ar", "dream"};
 }
 
 std::unique_ptr<Policy> make_policy(const std::string& name, const model::Model& model,
@@ -55,6 +57,7 @@ std::unique_ptr<Policy> make_policy(const std::string& name, const model::Model&
         return make_diffusion_policy(name, model, device, options, ids);
     }
     if (name == "ar") return make_autoregressive_policy(model, device, options, ids);
+    if (name == "dream") return make_dream_policy(model, device, options, ids);
     std::string known;
     for (const auto& n : policy_names())
         known += (known.empty() ? "" : ", ") + n;

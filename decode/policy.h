@@ -78,6 +78,16 @@ struct TokenIds {
     int32_t n_spellable = -1;
 };
 
+// The `dream` policy: Dream's own sampler (decode/dream.cpp, docs/dream-decoding.md).
+struct DreamOptions {
+    // origin | maskgit_plus | topk_margin | entropy (Dream's README and evaluation use entropy)
+    std::string alg = "entropy";
+    double alg_temp = 0.0;  // > 0: positions drawn from softmax(confidence / alg_temp)
+    double eps = 1e-3;      // the schedule's end: timesteps = linspace(1, eps, steps + 1)
+    double top_p = 1.0;     // 1: off
+    int top_k = 0;          // 0: off
+};
+
 struct GenerateOptions {
     int gen = 64;    // generated positions
     int steps = 64;  // denoising steps in total (split evenly over blocks)
@@ -126,6 +136,7 @@ struct GenerateOptions {
     // rules. Predictions only supply the tokens (any non-mask token on a timing-only device).
     const DecisionTrace* replay = nullptr;
     ReviseOptions revise;
+    DreamOptions dream;
 };
 
 // One denoising step as it happened.

@@ -440,6 +440,8 @@ TEST(Server, BadRequestsAreNamedAndAFullServerSays503) {
     EXPECT_NE(err(R"({"prompt": "x", "policy": "vanilla", "revise": true})")
                   .find("'revise' needs a policy that commits early"),
               std::string::npos);
+    EXPECT_NE(err(R"({"prompt": "x", "policy": "dream"})").find("policy 'dream' is not served"),
+              std::string::npos);
     // The server's default threshold (for dual-cache) does not make vanilla an error.
     auto v = c.Post("/v1/completions",
                     json{{"prompt", kPrompts[0]}, {"max_tokens", 32}, {"policy", "vanilla"}}.dump(),

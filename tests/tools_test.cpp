@@ -242,6 +242,22 @@ TEST(LladaCli, AnOptionGivenTwiceIsAnError) {
     EXPECT_NE(r.err.find("option --threads is given twice"), std::string::npos) << r.err;
 }
 
+// Dream's sampler from the command line: its flags only with it, no blocks.
+TEST(LladaCli, DreamPolicyRunsAndItsFlagsBelongToIt) {
+    Result r = run(bin("llada-cli") + " -m " + fixture_model() +
+                   " --prompt-tokens '256 72 105' --policy dream --dream-alg maskgit_plus --gen 8"
+                   " --steps 4 --temperature 0.5 --top-k 20 --json");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["per_step"].size(), 4u) << r.out;
+    r = run(bin("llada-cli") + " -m " + fixture_model() + " -p x --gen 8 --dream-alg entropy");
+    EXPECT_EQ(r.status, 1);
+    EXPECT_NE(r.err.find("--dream-alg applies to --policy dream, not vanilla"), std::string::npos)
+        << r.err;
+    r = run(bin("llada-cli") + " -m " + fixture_model() + " -p x --gen 8 --policy dream --block 4");
+    EXPECT_EQ(r.status, 1);
+    EXPECT_NE(r.err.find("--block does not apply to --policy dream"), std::string::npos) << r.err;
+}
+
 TEST(LladaCli, HelpListsTheFlags) {
     Result r = run(bin("llada-cli") + " --help");
     EXPECT_EQ(r.status, 0);

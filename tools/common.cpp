@@ -191,6 +191,21 @@ void DecodeFlags::add_to(ArgTable& args) {
     args.flag({"--revise-serial"},
               "run the CPU path after the dense forward on the same thread (for comparison)",
               &revise_serial);
+    args.section("Dream's sampler (--policy dream)");
+    args.string({"--dream-alg"}, "ALG",
+                "origin, maskgit_plus, topk_margin or entropy (default entropy): which masked\n"
+                "positions a step fills (docs/dream-decoding.md)",
+                &opt.dream.alg);
+    args.real({"--alg-temp"}, "T",
+              "draw the positions from softmax(confidence / T) instead of taking the most\n"
+              "confident (default 0)",
+              &opt.dream.alg_temp, 0.0, 1e6);
+    args.real({"--eps"}, "E", "the schedule's end: linspace(1, E, steps + 1) (default 0.001)",
+              &opt.dream.eps, 0.0, 1.0);
+    args.real({"--top-p"}, "P", "nucleus filter before sampling; 1 = off (default)",
+              &opt.dream.top_p, 0.0, 1.0);
+    args.integer({"--top-k"}, "K", "keep the K largest logits before sampling; 0 = off (default)",
+                 &opt.dream.top_k, 0, 1 << 30);
     args.section("Test-time scaling");
     args.string({"--tts"}, "auto|N",
                 "decode N candidates of the prompt together (seeds --seed .. --seed+N-1; give\n"
@@ -264,6 +279,14 @@ void DecodeFlags::finish(const ArgTable& args, const model::Model& model) {
     opt.kernels.kv_f16 = kv_f16;
     opt.kernels.full_last_layer = full_last_layer;
     const bool mbsd = policy == "mbsd";
+    for (const char* f : {"--dream-alg", "--alg-temp", "--eps", "--top-p", "--top-k"}) {
+        if (args.given(f) && policy != "dream") {
+            throw Error(std::string(f) + " applies to --policy dream, not " + policy);
+        }
+    }
+    if (policy == "dream" && args.given("--block"))
+        throw Error(
+            "--block does not apply to --policy dream: Dream decodes the canvas as one span");
     for (const char* f :
          {"--lookahead", "--lookahead-mem", "--accept", "--draft-input", "--calibrate"}) {
         if (args.given(f) && !mbsd) {

@@ -159,6 +159,11 @@ ParsedRequest parse_request(const json& body, const std::string& default_policy,
         throw Error("max_tokens rounded up to whole blocks exceeds the server's --max-gen");
     p.opt.steps = steps > 0 ? steps : p.opt.gen;
     if (p.policy == "ar") throw Error("policy 'ar' is not served (diffusion policies only)");
+    if (p.policy == "dream") {
+        throw Error(
+            "policy 'dream' is not served (the server batches the step engine's "
+            "policies; Dream's sampler runs in llada-cli and llada-eval)");
+    }
     // The decoder's own checks would name command-line flags; these name the request's fields.
     const int n_blocks = p.opt.gen / p.opt.block;
     if (p.opt.steps % n_blocks != 0) {

@@ -295,5 +295,62 @@ class DecodeFixtures(unittest.TestCase):
                 self.assertEqual(out[0].tolist(), c["final"])
 
 
+class DreamSampler(unittest.TestCase):
+    """reference/dream.py: the schedule, the filters and the committed fixtures' replay."""
+
+    def test_timesteps_are_torch_linspace(self):
+        from reference import dream
+        for steps, eps in ((16, 1e-3), (512, 1e-3), (7, 0.1)):
+            self.assertTrue(torch.equal(dream.timesteps(steps, eps),
+                                        torch.linspace(1, eps, steps + 1)))
+
+    def test_top_p_keeps_the_token_that_crosses(self):
+        from reference import dream
+        logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
+        p = dream.filtered_probs(logits, 0.0, 0.6, None)
+        self.assertEqual((p[0] > 0).tolist(), [True, True, False, False])
+        p = dream.filtered_probs(logits, 0.0, 0.45, None)  # the first token alone crosses
+        self.assertEqual((p[0] > 0).tolist(), [True, False, False, False])
+        p = dream.filtered_probs(torch.tensor([[2.0, 1.0, 1.0, 0.0]]), 0.0, None, 2)
+        self.assertEqual((p[0] > 0).tolist(), [True, True, True, False])  # ties at the k-th kept
+
+    def test_confidence_schedule_and_the_last_step(self):
+        # steps == gen: int(n * (1 - s/t)) is 0 first (0.999 of one), and the last step takes
+        # every remaining mask.
+        from reference import dream
+        model = Model(Config(n_vocab=N_VOCAB, d=16, n_layer=1, ffn=32, n_head=2, n_kv_head=2,
+                             ctx=64)).eval()
+        prompt = torch.tensor([[BOS, 65, 66]])
+        trace = []
+        out = dream.generate(model, prompt, 8, 8, MASK, alg="entropy", trace=trace)
+        counts = [len(e["transfer"]) for e in trace]
+        self.assertEqual(counts[0], 0)
+        self.assertEqual(sum(counts), 8)
+        self.assertFalse(bool((out == MASK).any()))
+        self.assertTrue(torch.equal(out[0, :3], prompt[0]))
+
+    def test_committed_fixtures_replay(self):
+        from reference import dream
+        from make_decode_fixtures import make_model
+        path = os.path.join(REPO, "tests", "data", "dream", "cases.json")
+        with open(path) as f:
+            cases = json.load(f)
+        models = {}
+        for c in cases:
+            name = c["model"][:-len(".gguf")]
+            models.setdefault(name, make_model(name))
+            noise = None
+            if c["noise"]:
+                noise = ReplayNoise(np.fromfile(os.path.join(os.path.dirname(path), c["noise"]),
+                                                dtype="<f8"))
+            trace = []
+            out = dream.generate(models[name], torch.tensor([c["prompt"]]), c["gen"], c["steps"],
+                                 c["mask_id"], alg=c["alg"], temperature=c["temperature"],
+                                 top_p=c["top_p"], top_k=c["top_k"], alg_temp=c["alg_temp"],
+                                 eps=c["eps"], shift=c["shift"], noise=noise, trace=trace)
+            self.assertEqual(trace, c["trajectory"], c["name"])
+            self.assertEqual(out[0].tolist(), c["final"], c["name"])
+
+
 if __name__ == "__main__":
     unittest.main()
