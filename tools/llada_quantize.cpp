@@ -1,5 +1,8 @@
-// llada-quantize: re-quantise a GGUF (every matrix to one type, like llama-quantize --pure), or
-// write a random-weight model of any shape (up to LLaDA-8B's) for speed and memory work.
+// llada-quantize: re-quantise a GGUF (the matrices to one type, the head kept at Q8_0 under
+// Q4_0 unless --pure), or write a random-weight model of any shape (up to LLaDA-8B's and
+// Dream-7B's) for speed and memory work.
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <thread>
@@ -21,12 +24,19 @@ int main(int argc, char** argv) {
             "Re-quantises a GGUF:   llada-quantize --in IN.gguf --out OUT.gguf --type Q4_0\n"
             "or writes a random-weight model of a given shape:\n"
             "  llada-quantize --synthetic 1b --type F16 --out 1b-f16.gguf\n"
-            "Shapes: tiny, 1b (d 2048, 16 layers, ffn 5632, vocab 32000), 8b (LLaDA-8B), with\n"
-            "overrides, e.g. 8b,layers=4 or d=1024,layers=8,heads=8,ffn=2816,vocab=32000.");
+            "Shapes: tiny, 1b (d 2048, 16 layers, ffn 5632, vocab 32000), 8b (LLaDA-8B),\n"
+            "dream-7b (Dream-7B: Qwen2's block with Q/K/V biases), with overrides, e.g.\n"
+            "8b,layers=4 or d=1024,layers=8,heads=8,ffn=2816,vocab=32000 or arch=dream.\n"
+            "Re-quantising to Q4_0 keeps output.weight (the head) at Q8_0, as llama-quantize\n"
+            "keeps it at a higher precision (it picks Q6_K, which llada.cpp does not read);\n"
+            "--pure puts every matrix in --type. Synthetic models are always pure.");
         args.string({"--in"}, "FILE", "GGUF to re-quantise", &in);
         args.string({"--out"}, "FILE", "output GGUF", &out);
-        args.string({"--type"}, "TYPE", "F32, F16, BF16, Q8_0 or Q4_0 (every 2-D tensor)",
-                    &type_name);
+        args.string({"--type"}, "TYPE", "F32, F16, BF16, Q8_0 or Q4_0", &type_name);
+        bool pure = false, no_progress = false;
+        args.flag({"--pure"}, "every 2-D tensor in --type (no higher-precision head)", &pure);
+        args.flag({"--no-progress"}, "no progress line (drawn only on a terminal anyway)",
+                  &no_progress);
         args.string({"--synthetic"}, "SHAPE", "write a random-weight model of this shape",
                     &shape_spec);
         args.integer({"--seed"}, "S", "seed of the random weights (default 1)", &seed, 0, 1 << 30);
@@ -37,6 +47,8 @@ int main(int argc, char** argv) {
         if (in.empty() == shape_spec.empty())
             throw Error("give exactly one of --in and --synthetic");
         const format::TensorType type = tools::parse_type(type_name);
+        if (pure && in.empty()) throw Error("--pure applies to --in (synthetic models are pure)");
+        const bool progress = !no_progress && isatty(STDERR_FILENO);
         runtime::ThreadPool pool(threads);
         const auto t0 = std::chrono::steady_clock::now();
         if (!shape_spec.empty()) {
@@ -47,9 +59,9 @@ int main(int argc, char** argv) {
                          out.c_str(), s.arch.c_str(), s.n_layer, static_cast<long long>(s.n_embd),
                          static_cast<long long>(s.n_head), static_cast<long long>(s.n_ff),
                          static_cast<long long>(s.n_vocab), s.n_params() / 1e9);
-            tools::write_synthetic(s, type, static_cast<uint64_t>(seed), out, pool);
+            tools::write_synthetic(s, type, static_cast<uint64_t>(seed), out, pool, progress);
         } else {
-            tools::requantize(in, out, type, pool);
+            tools::requantize(in, out, type, pool, pure, progress);
         }
         const double dt =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <sstream>
 #include <vector>
@@ -90,6 +91,19 @@ format::GgufWriter::Fill rows_fill(format::TensorType type, int64_t n_rows, int6
     };
 }
 
+// A fill that first redraws a progress line on stderr: "[####      ] 12/198 blk.1.ffn_up.weight".
+format::GgufWriter::Fill with_progress(bool on, int index, int total, const std::string& name,
+                                       format::GgufWriter::Fill fill) {
+    if (!on) return fill;
+    return [=](uint8_t* dst, size_t n) {
+        const int width = 30, done = total > 0 ? width * index / total : width;
+        std::fprintf(stderr, "\r[%s%s] %d/%d %-40.40s", std::string(done, '#').c_str(),
+                     std::string(width - done, ' ').c_str(), index, total, name.c_str());
+        std::fflush(stderr);
+        fill(dst, n);
+    };
+}
+
 }  // namespace
 
 int64_t SyntheticShape::n_params() const {
@@ -119,8 +133,18 @@ SyntheticShape parse_shape(const std::string& spec) {
                 s.n_head = s.n_kv_head = 32;
                 s.n_ff = 12288;
                 s.n_vocab = 126464;
+            } else if (item == "dream-7b") {
+                s.arch = "dream";
+                s.n_layer = 28;
+                s.n_embd = 3584;
+                s.n_head = 28;
+                s.n_kv_head = 4;
+                s.n_ff = 18944;
+                s.n_vocab = 152064;
+                s.rope_base = 1000000.0f;
+                s.qkv_bias = true;
             } else {
-                throw Error("unknown shape preset '" + item + "' (tiny, 1b, 8b)");
+                throw Error("unknown shape preset '" + item + "' (tiny, 1b, 8b, dream-7b)");
             }
             first = false;
             continue;
@@ -130,8 +154,11 @@ SyntheticShape parse_shape(const std::string& spec) {
         if (eq == std::string::npos) throw Error("shape item '" + item + "' is not key=value");
         const std::string key = item.substr(0, eq), val = item.substr(eq + 1);
         if (key == "arch") {
-            if (val != "llada" && val != "llama") throw Error("shape arch must be llada or llama");
+            if (val != "llada" && val != "llama" && val != "dream")
+                throw Error("shape arch must be llada, llama or dream");
             s.arch = val;
+            s.qkv_bias = val == "dream";
+            if (val == "dream") s.rope_base = 1000000.0f;
             continue;
         }
         char* end = nullptr;
@@ -180,7 +207,7 @@ format::TensorType parse_type(const std::string& name) {
 }
 
 void write_synthetic(const SyntheticShape& s, format::TensorType type, uint64_t seed,
-                     const std::string& path, runtime::ThreadPool& pool) {
+                     const std::string& path, runtime::ThreadPool& pool, bool progress) {
     format::GgufWriter w;
     const std::string a = s.arch;
     const int64_t hd = s.n_embd / s.n_head;
@@ -202,20 +229,34 @@ void write_synthetic(const SyntheticShape& s, format::TensorType type, uint64_t 
         w.set_bool(a + ".attention.causal", false);
         w.set_bool("diffusion.shift_logits", false);
     }
-    // Vocabulary: bytes, fillers, and the specials (LLaDA-8B's ids for its vocabulary size).
+    // Vocabulary: bytes, fillers, and the specials (LLaDA-8B's ids for its vocabulary size,
+    // Dream-7B's for its).
     const bool llada8b = s.n_vocab == 126464;
+    const bool dream7b = s.arch == "dream" && s.n_vocab == 152064;
     const int64_t V = s.n_vocab;
     struct Special {
         const char* text;
         int64_t id;
     };
     const Special specials[] = {
-        {"<|startoftext|>", llada8b ? 126080 : V - 6},
-        {"<|endoftext|>", llada8b ? 126081 : V - 5},
-        {"<|mdm_mask|>", llada8b ? 126336 : V - 1},
-        {"<|start_header_id|>", llada8b ? 126346 : V - 4},
-        {"<|end_header_id|>", llada8b ? 126347 : V - 3},
-        {"<|eot_id|>", llada8b ? 126348 : V - 2},
+        {dream7b ? "<|beginoftext|>" : "<|startoftext|>", llada8b   ? 126080
+                                                          : dream7b ? 151642
+                                                                    : V - 6},
+        {"<|endoftext|>", llada8b   ? 126081
+                          : dream7b ? 151643
+                                    : V - 5},
+        {"<|mdm_mask|>", llada8b   ? 126336
+                         : dream7b ? 151666
+                                   : V - 1},
+        {"<|start_header_id|>", llada8b   ? 126346
+                                : dream7b ? 151644
+                                          : V - 4},
+        {"<|end_header_id|>", llada8b   ? 126347
+                              : dream7b ? 151646
+                                        : V - 3},
+        {"<|eot_id|>", llada8b   ? 126348
+                       : dream7b ? 151645
+                                 : V - 2},
     };
     std::vector<std::string> tokens(static_cast<size_t>(V));
     std::vector<int32_t> types(static_cast<size_t>(V), 5);  // UNUSED fillers
@@ -230,7 +271,7 @@ void write_synthetic(const SyntheticShape& s, format::TensorType type, uint64_t 
         types[sp.id] = 3;  // CONTROL
     }
     w.set_string("tokenizer.ggml.model", "gpt2");
-    w.set_string("tokenizer.ggml.pre", "gpt-2");
+    w.set_string("tokenizer.ggml.pre", a == "dream" ? "qwen2" : "gpt-2");
     w.set_array_string("tokenizer.ggml.tokens", tokens);
     w.set_array_i32("tokenizer.ggml.token_type", types);
     w.set_array_string("tokenizer.ggml.merges", {});
@@ -239,7 +280,7 @@ void write_synthetic(const SyntheticShape& s, format::TensorType type, uint64_t 
     w.set_u32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(specials[1].id));
     w.set_u32("tokenizer.ggml.mask_token_id", static_cast<uint32_t>(specials[2].id));
     w.set_u32("tokenizer.ggml.eot_token_id", static_cast<uint32_t>(specials[5].id));
-    w.set_bool("tokenizer.ggml.add_bos_token", true);
+    w.set_bool("tokenizer.ggml.add_bos_token", a != "dream");  // Qwen2's tokenizer adds none
     // An identity chat template: llama.cpp's diffusion CLI always applies the model's template,
     // and benchmarks must feed both engines the same prompt tokens.
     w.set_string("tokenizer.chat_template",
@@ -248,12 +289,22 @@ void write_synthetic(const SyntheticShape& s, format::TensorType type, uint64_t 
     // Uniform in [-a, a] has standard deviation a / sqrt(3) = 0.02.
     const float amp = 0.02f * std::sqrt(3.0f);
     uint64_t tensor_index = 0;
+    const int n_matrices = 2 + 7 * s.n_layer;  // token_embd, output and 7 per layer
     auto matrix = [&](const std::string& name, int64_t n_cols, int64_t n_rows) {
         const uint64_t key = mix(seed) ^ mix(++tensor_index * 0x100000001b3ull);
-        w.add_tensor(name, type, {static_cast<uint64_t>(n_cols), static_cast<uint64_t>(n_rows)},
-                     rows_fill(type, n_rows, n_cols, pool, [=](int64_t r, float* row) {
-                         random_row(key ^ mix(static_cast<uint64_t>(r)), amp, row, n_cols);
-                     }));
+        w.add_tensor(
+            name, type, {static_cast<uint64_t>(n_cols), static_cast<uint64_t>(n_rows)},
+            with_progress(progress, static_cast<int>(tensor_index), n_matrices, name,
+                          rows_fill(type, n_rows, n_cols, pool, [=](int64_t r, float* row) {
+                              random_row(key ^ mix(static_cast<uint64_t>(r)), amp, row, n_cols);
+                          })));
+    };
+    auto bias = [&](const std::string& name, int64_t n) {
+        std::vector<float> v(static_cast<size_t>(n));
+        random_row(mix(seed) ^ mix(++tensor_index * 0x100000001b3ull), amp, v.data(), n);
+        std::vector<uint8_t> b(v.size() * 4);
+        std::memcpy(b.data(), v.data(), b.size());
+        w.add_tensor(name, format::TensorType::F32, {static_cast<uint64_t>(n)}, b);
     };
     auto ones = [&](const std::string& name, int64_t n) {
         std::vector<float> v(static_cast<size_t>(n), 1.0f);
@@ -270,6 +321,11 @@ void write_synthetic(const SyntheticShape& s, format::TensorType type, uint64_t 
         matrix(p + "attn_q.weight", s.n_embd, s.n_head * hd);
         matrix(p + "attn_k.weight", s.n_embd, s.n_kv_head * hd);
         matrix(p + "attn_v.weight", s.n_embd, s.n_kv_head * hd);
+        if (s.qkv_bias) {
+            bias(p + "attn_q.bias", s.n_head * hd);
+            bias(p + "attn_k.bias", s.n_kv_head * hd);
+            bias(p + "attn_v.bias", s.n_kv_head * hd);
+        }
         matrix(p + "attn_output.weight", s.n_head * hd, s.n_embd);
         ones(p + "ffn_norm.weight", s.n_embd);
         matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff);
@@ -277,21 +333,32 @@ void write_synthetic(const SyntheticShape& s, format::TensorType type, uint64_t 
         matrix(p + "ffn_down.weight", s.n_ff, s.n_embd);
     }
     w.write(path);
+    if (progress) std::fputc('\n', stderr);
 }
 
-void requantize(const std::string& in, const std::string& out, format::TensorType type,
-                runtime::ThreadPool& pool) {
+format::TensorType mix_type(const std::string& name, format::TensorType type, bool tied) {
+    const bool head = name == "output.weight" || (tied && name == "token_embd.weight");
+    return head && type == format::TensorType::Q4_0 ? format::TensorType::Q8_0 : type;
+}
+
+void requantize(const std::string& in, const std::string& out, format::TensorType out_type,
+                runtime::ThreadPool& pool, bool pure, bool progress) {
     auto f = format::GgufFile::open(in);
     format::GgufWriter w;
     for (const auto& kv : f->kvs())
         w.copy_kv(kv);
-    w.set_u32("general.file_type", file_type(type));
+    w.set_u32("general.file_type", file_type(out_type));
+    const bool tied = f->find_tensor("output.weight") == nullptr;
+    int n_matrices = 0, index = 0;
+    for (const auto& t : f->tensors())
+        n_matrices += t.n_dims == 2;
     for (const auto& t : f->tensors()) {
         std::vector<uint64_t> ne(t.ne, t.ne + t.n_dims);
         if (t.n_dims != 2) {
             w.add_tensor(t.name, t.type, ne, std::vector<uint8_t>(t.data, t.data + t.n_bytes));
             continue;
         }
+        const format::TensorType type = pure ? out_type : mix_type(t.name, out_type, tied);
         const auto& info = format::tensor_type_info(type);
         if (t.ne[0] % info.block_elems != 0) {
             throw Error("tensor '" + t.name + "' has rows of " + std::to_string(t.ne[0]) +
@@ -302,13 +369,16 @@ void requantize(const std::string& in, const std::string& out, format::TensorTyp
         const size_t in_rb = quant::row_bytes(t.type, cols);
         const uint8_t* src = t.data;
         const format::TensorType src_type = t.type;
-        w.add_tensor(
-            t.name, type, ne,
-            rows_fill(type, static_cast<int64_t>(t.ne[1]), cols, pool, [=](int64_t r, float* row) {
-                quant::dequantize_row(src_type, src + r * in_rb, row, cols);
-            }));
+        w.add_tensor(t.name, type, ne,
+                     with_progress(progress, ++index, n_matrices, t.name,
+                                   rows_fill(type, static_cast<int64_t>(t.ne[1]), cols, pool,
+                                             [=](int64_t r, float* row) {
+                                                 quant::dequantize_row(src_type, src + r * in_rb,
+                                                                       row, cols);
+                                             })));
     }
     w.write(out);
+    if (progress) std::fputc('\n', stderr);
 }
 
 }  // namespace llada::tools

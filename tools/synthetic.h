@@ -20,13 +20,16 @@ struct SyntheticShape {
     int64_t n_vocab = 512;
     int n_ctx = 4096;
     float rope_base = 500000.0f;
+    bool qkv_bias = false;  // Q/K/V projection biases (Qwen2's block: Dream)
 
     int64_t n_params() const;
 };
 
-// "tiny", "1b" (d 2048, 16 layers, 16 heads, ffn 5632, vocab 32000) or "8b" (LLaDA-8B: 32
-// layers, d 4096, 32 heads, ffn 12288, vocab 126464), optionally followed by ",key=value"
-// overrides (layers, d, heads, kv_heads, ffn, vocab, ctx, arch); or only key=value pairs.
+// "tiny", "1b" (d 2048, 16 layers, 16 heads, ffn 5632, vocab 32000), "8b" (LLaDA-8B: 32
+// layers, d 4096, 32 heads, ffn 12288, vocab 126464) or "dream-7b" (Dream-7B, Qwen2-7B's block:
+// arch dream, 28 layers, d 3584, 28 heads over 4 KV heads, ffn 18944, vocab 152064, Q/K/V
+// biases, rope base 1e6), optionally followed by ",key=value" overrides (layers, d, heads,
+// kv_heads, ffn, vocab, ctx, arch); or only key=value pairs.
 // Throws llada::Error naming a bad key or value.
 SyntheticShape parse_shape(const std::string& spec);
 
@@ -35,12 +38,18 @@ SyntheticShape parse_shape(const std::string& spec);
 // unused filler tokens plus BOS/EOS/mask/end-of-turn specials (at LLaDA-8B's ids when the
 // vocabulary has LLaDA-8B's size).
 void write_synthetic(const SyntheticShape& shape, format::TensorType type, uint64_t seed,
-                     const std::string& path, runtime::ThreadPool& pool);
+                     const std::string& path, runtime::ThreadPool& pool, bool progress = false);
 
-// Re-quantises every 2-D tensor of `in` to `type` (as llama-quantize --pure does), keeps 1-D
-// tensors as they are, copies the metadata, and sets general.file_type.
+// Re-quantises the 2-D tensors of `in` to `type`, keeps 1-D tensors as they are, copies the
+// metadata (tokenizer and chat template included) and sets general.file_type. pure: every 2-D
+// tensor in `type` (llama-quantize --pure). Otherwise the mix rule: with Q4_0, output.weight
+// (or, tied, token_embd.weight) stays at Q8_0, as llama-quantize keeps the head at a higher
+// precision (it picks Q6_K, which llada.cpp does not read).
+// progress: a line on stderr redrawn per tensor (for a terminal).
 void requantize(const std::string& in, const std::string& out, format::TensorType type,
-                runtime::ThreadPool& pool);
+                runtime::ThreadPool& pool, bool pure = true, bool progress = false);
+// The type the mix rule gives tensor `name` of a file quantised to `type` (tied: no output.weight).
+format::TensorType mix_type(const std::string& name, format::TensorType type, bool tied);
 
 // "F32", "F16", "BF16", "Q8_0", "Q4_0" (case-insensitive); throws llada::Error otherwise.
 format::TensorType parse_type(const std::string& name);

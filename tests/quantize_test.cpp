@@ -1,0 +1,153 @@
+// llada-quantize's library (tools/synthetic.h): the synthetic shapes (Dream-7B's among them),
+// random-weight models that load and decode, and re-quantisation with the mix rule or --pure,
+// metadata carried over.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+#include "decode/policy.h"
+#include "format/gguf.h"
+#include "model/model.h"
+#include "runtime/device.h"
+#include "tools/common.h"
+#include "tools/synthetic.h"
+#include "util/error.h"
+
+using namespace llada;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path temp(const std::string& name) {
+    return fs::temp_directory_path() / ("llada_quantize_test_" + std::to_string(getpid()) + name);
+}
+
+std::string shape_error(const std::string& spec) {
+    try {
+        tools::parse_shape(spec);
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "no error";
+}
+
+}  // namespace
+
+TEST(Synthetic, Dream7bIsQwen2sSevenBillionShape) {
+    const tools::SyntheticShape s = tools::parse_shape("dream-7b");
+    EXPECT_EQ(s.arch, "dream");
+    EXPECT_EQ(s.n_layer, 28);
+    EXPECT_EQ(s.n_embd, 3584);
+    EXPECT_EQ(s.n_head, 28);
+    EXPECT_EQ(s.n_kv_head, 4);
+    EXPECT_EQ(s.n_ff, 18944);
+    EXPECT_EQ(s.n_vocab, 152064);
+    EXPECT_TRUE(s.qkv_bias);
+    EXPECT_NEAR(s.n_params() / 1e9, 7.6, 0.1);  // Qwen2-7B's 7.6 B (biases aside)
+    EXPECT_NE(shape_error("arch=moe").find("shape arch must be llada, llama or dream"),
+              std::string::npos);
+    EXPECT_NE(shape_error("dream-8b").find("unknown shape preset 'dream-8b'"), std::string::npos);
+}
+
+// A small model of Dream's architecture: loads as dream (biases, shifted logits), decodes with
+// Dream's sampler, and its tokenizer's specials are where the writer put them.
+TEST(Synthetic, ADreamShapedModelLoadsAndDecodes) {
+    const fs::path path = temp("dream.gguf");
+    runtime::ThreadPool pool(2);
+    tools::write_synthetic(
+        tools::parse_shape("dream-7b,layers=2,d=128,heads=4,kv_heads=2,ffn=256,vocab=512,ctx=256"),
+        format::TensorType::Q8_0, 3, path.string(), pool);
+    const tools::LoadedModel lm = tools::load_model(path.string());
+    const auto& hp = lm.model->hparams();
+    EXPECT_EQ(hp.arch, "dream");
+    EXPECT_TRUE(hp.shift_logits);
+    EXPECT_FALSE(hp.causal);
+    EXPECT_EQ(hp.n_kv_head, 2);
+    EXPECT_FLOAT_EQ(hp.rope_base, 1e6f);
+    EXPECT_EQ(lm.ids.mask, 511);
+    auto dev = runtime::make_cpu_device(pool);
+    decode::GenerateOptions opt;
+    opt.gen = 16;
+    opt.steps = 8;
+    auto res = decode::make_policy("dream", *lm.model, *dev, opt, lm.ids)
+                   ->generate(lm.tok->encode("hello", lm.tok->add_bos_default(), false));
+    EXPECT_EQ(res.steps.size(), 8u);
+    EXPECT_EQ(std::count(res.canvas.begin(), res.canvas.end(), lm.ids.mask), 0);
+    fs::remove(path);
+}
+
+// Q4_0 keeps the head at Q8_0 (llama-quantize keeps it higher too); --pure does not. The
+// metadata, tokenizer and chat template included, is carried over, and the re-quantised
+// model's logits stay near the original's.
+TEST(Requantize, MixRuleKeepsTheHeadAndPureDoesNot) {
+    const fs::path src = temp("src.gguf"), mix = temp("mix.gguf"), pure = temp("pure.gguf");
+    runtime::ThreadPool pool(2);
+    tools::write_synthetic(tools::parse_shape("layers=2,d=128,heads=4,ffn=256,vocab=512,ctx=128"),
+                           format::TensorType::F32, 5, src.string(), pool);
+    tools::requantize(src.string(), mix.string(), format::TensorType::Q4_0, pool, false);
+    tools::requantize(src.string(), pure.string(), format::TensorType::Q4_0, pool, true);
+    auto in = format::GgufFile::open(src.string());
+    auto m = format::GgufFile::open(mix.string());
+    auto p = format::GgufFile::open(pure.string());
+    int checked = 0;
+    for (const auto& t : in->tensors()) {
+        const auto* tm = m->find_tensor(t.name);
+        const auto* tp = p->find_tensor(t.name);
+        ASSERT_TRUE(tm && tp) << t.name;
+        if (t.n_dims != 2) {
+            EXPECT_EQ(tm->type, format::TensorType::F32) << t.name;
+            continue;
+        }
+        const bool head = t.name == "output.weight";
+        EXPECT_EQ(tm->type, head ? format::TensorType::Q8_0 : format::TensorType::Q4_0) << t.name;
+        EXPECT_EQ(tp->type, format::TensorType::Q4_0) << t.name;
+        ++checked;
+    }
+    EXPECT_EQ(checked, 2 + 7 * 2);
+    EXPECT_EQ(tools::mix_type("token_embd.weight", format::TensorType::Q4_0, true),
+              format::TensorType::Q8_0);  // a tied head is the embedding
+    EXPECT_EQ(tools::mix_type("output.weight", format::TensorType::Q8_0, false),
+              format::TensorType::Q8_0);
+    for (const char* key : {"tokenizer.ggml.tokens", "tokenizer.chat_template",
+                            "tokenizer.ggml.mask_token_id", "llada.block_count"}) {
+        EXPECT_NE(m->find(key), nullptr) << key;
+    }
+    EXPECT_EQ(m->get_string_array("tokenizer.ggml.tokens").size(),
+              in->get_string_array("tokenizer.ggml.tokens").size());
+    // The kept head is the head a Q8_0 re-quantisation writes, byte for byte.
+    const fs::path q8 = temp("q8.gguf");
+    tools::requantize(src.string(), q8.string(), format::TensorType::Q8_0, pool, true);
+    auto e = format::GgufFile::open(q8.string());
+    const auto* h_mix = m->find_tensor("output.weight");
+    const auto* h_q8 = e->find_tensor("output.weight");
+    ASSERT_EQ(h_mix->n_bytes, h_q8->n_bytes);
+    EXPECT_EQ(std::memcmp(h_mix->data, h_q8->data, h_q8->n_bytes), 0);
+    // The re-quantised weights are the original's: Q8_0's logits within 2% of the F32 model's
+    // largest (its per-weight error is at most 1/254 of a block's largest weight).
+    auto logits = [&](const fs::path& f) {
+        auto model = model::Model::load(f.string());
+        auto dev = runtime::make_cpu_device(pool);
+        model::Session s(*model, *dev, 1, 8, 8, 8);
+        std::vector<int32_t> tok = {506, 72, 101, 108, 108, 111, 511, 511}, pos(8), seq(8, 0),
+                             out(8);
+        for (int i = 0; i < 8; ++i)
+            pos[i] = out[i] = i;
+        const int32_t kv = 8;
+        const float* y = s.forward({8, tok.data(), pos.data(), seq.data(), 8, out.data(), &kv});
+        return std::vector<float>(y, y + 8 * 512);
+    };
+    const auto a = logits(src), b = logits(q8);
+    double max_a = 0.0, max_d = 0.0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        max_a = std::max(max_a, static_cast<double>(std::fabs(a[i])));
+        max_d = std::max(max_d, static_cast<double>(std::fabs(a[i] - b[i])));
+    }
+    EXPECT_LT(max_d, 0.02 * max_a) << max_d << " of " << max_a;
+    fs::remove(q8);
+    for (const auto& f : {src, mix, pure})
+        fs::remove(f);
+}
