@@ -163,6 +163,41 @@ HWY_INLINE void TileF16Packed(const float* HWY_RESTRICT x, int64_t ldx, int64_t 
     constexpr int VG = quant::kPackRows / L > 0 ? quant::kPackRows / L : 1;  // vectors per group
     constexpr int NV = G * VG;
     static_assert(VG * L == quant::kPackRows, "lanes must divide the group");
+    if constexpr (MR == 1 && !kWiden) {
+        // One row (decoding): a single chain of FMAs per vector would wait on each one's
+        // latency; even and odd columns go to two chains, added at the end.
+        VecArray<TileTagF, 2 * NV> a2;  // [parity * NV + v]
+        for (int v = 0; v < 2 * NV; ++v)
+            Put(a2, v, hn::Zero(df));
+        auto column = [&](int64_t k, int parity) {
+            const V xb = hn::Set(df, x[k]);
+            for (int g = 0; g < G; ++g) {
+                for (int j = 0; j < VG; ++j) {
+                    const WT* p = wp + g * gs + k * ks + j * L;
+                    V w;
+                    if constexpr (hwy::IsSame<WT, float>()) {
+                        w = hn::LoadU(df, p);
+                    } else {
+                        w = hn::PromoteTo(df, hn::LoadU(dh, p));
+                    }
+                    const int v = parity * NV + g * VG + j;
+                    Put(a2, v, hn::MulAdd(xb, w, a2[v]));
+                }
+            }
+        };
+        int64_t k = 0;
+        for (; k + 2 <= kc; k += 2) {
+            column(k, 0);
+            column(k + 1, 1);
+        }
+        if (k < kc) column(k, 0);
+        for (int v = 0; v < NV; ++v) {
+            float* yp = y + v * L;
+            const V a = hn::Add(a2[v], a2[NV + v]);
+            hn::StoreU(accumulate ? hn::Add(hn::LoadU(df, yp), a) : a, df, yp);
+        }
+        return;
+    }
     VecArray<TileTagF, MR * NV> acc;  // acc[m * NV + v]
     for (int m = 0; m < MR; ++m) {
         for (int v = 0; v < NV; ++v)
@@ -285,8 +320,11 @@ void MatmulF16Packed(const float* x, int64_t m_rows, const WeightView& w, float*
     HWY_ALIGN float scratch[kF16TileRows * quant::kPackRows];
     // The widened weights of one column block (32 KiB on AVX-512), see RowsF16Packed.
     HWY_ALIGN float wide[kF16KChunk * kF16TileGroups * quant::kPackRows];
-    for (int64_t k0 = 0; k0 < k; k0 += kF16KChunk) {
-        const int64_t kc = std::min(kF16KChunk, k - k0);
+    // One row tile (a decode's few rows) widens nothing for other tiles to reuse, so the K
+    // chunks would only cut each group's stream into pieces: it takes the whole K at once.
+    const int64_t chunk = m_rows <= kF16TileRows ? k : kF16KChunk;
+    for (int64_t k0 = 0; k0 < k; k0 += chunk) {
+        const int64_t kc = std::min(chunk, k - k0);
         const bool acc = k0 > 0;
         int64_t n = n0;
         constexpr int64_t kBlockCols = kF16TileGroups * quant::kPackRows;
@@ -296,7 +334,7 @@ void MatmulF16Packed(const float* x, int64_t m_rows, const WeightView& w, float*
         for (; n + kBlockCols <= n_end; n += kBlockCols) {
             // The block this thread runs next: the next columns, or the first of the next chunk.
             const hwy::float16_t* next = n + 2 * kBlockCols <= n_end ? block_at(n + kBlockCols, k0)
-                                         : k0 + kF16KChunk < k       ? block_at(n0, k0 + kF16KChunk)
+                                         : k0 + chunk < k            ? block_at(n0, k0 + chunk)
                                                                      : nullptr;
             RowsF16Packed<kF16TileGroups>(x + k0, k, m_rows, kc, block_at(n, k0), group_elems, wide,
                                           next, y + n, ldy, acc);
