@@ -3,8 +3,11 @@
 //
 // The prompt is prefilled in one forward; then every step computes one row (the newest token)
 // against the cache and samples the next token: argmax at T = 0, otherwise Gumbel-max, which
-// draws from softmax(logits / T). Generation stops at EOS / end of turn or after `gen` tokens.
+// draws from softmax(logits / T); at T = 0 the fused LM head gives the argmax without writing
+// a logits row (unless fused sampling is off). Generation stops at EOS / end of turn or after `gen`
+// tokens.
 #include <chrono>
+#include <cmath>
 
 #include "decode/policy.h"
 #include "decode/sampling.h"
@@ -55,10 +58,18 @@ class AutoregressivePolicy : public Policy {
         for (int step = 0; step < opt_.gen && !done; ++step) {
             const auto ts = std::chrono::steady_clock::now();
             const int64_t rows_before = session.stats().rows;
-            const float* logits = session.forward(batch);
-            if (opt_.temperature > 0.0) noise.next_draw(V);
-            const int32_t next = pick_candidate(logits, V, opt_.temperature, noise, 0).token;
-            check_finite_logit(logits[next], P + step);
+            int32_t next = -1;
+            if (opt_.temperature == 0.0 && opt_.fused_sampling) {
+                // Greedy: the fused LM head's argmax, no vocabulary-wide logits row written.
+                const kernels::RowStats& st = *session.forward_stats(batch);
+                check_finite_logit(st.token < 0 ? NAN : st.max, P + step);
+                next = st.token;
+            } else {
+                const float* logits = session.forward(batch);
+                if (opt_.temperature > 0.0) noise.next_draw(V);
+                next = pick_candidate(logits, V, opt_.temperature, noise, 0).token;
+                check_finite_logit(logits[next], P + step);
+            }
             check_spellable(ids_, next, P + step);
             res.canvas.push_back(next);
             done = next == ids_.eos || next == ids_.eot;

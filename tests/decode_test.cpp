@@ -355,14 +355,25 @@ TEST(Vanilla, ImpossibleOptionsAreRejectedClearly) {
     EXPECT_THROW(decode::make_policy("vanilla", *ar, *dev, o, ids), Error);
 }
 
+void greedy_matches_full_recomputation(bool fused);
+
 // Incremental decoding with the KV cache must pick, at every step, the argmax of a full causal
-// forward over everything before it (computed here without any cache reuse).
+// forward over everything before it (computed here without any cache reuse), through the
+// fused LM head (the default at T = 0) and through full logits rows.
 TEST(Autoregressive, GreedyMatchesFullRecomputation) {
+    for (bool fused : {true, false}) {
+        SCOPED_TRACE(fused ? "fused head" : "full logits");
+        greedy_matches_full_recomputation(fused);
+    }
+}
+
+void greedy_matches_full_recomputation(bool fused) {
     auto m = model::Model::load((data_dir() / "llama-causal.gguf").string());
     runtime::ThreadPool pool(2);
     auto dev = runtime::make_cpu_device(pool);
     decode::GenerateOptions opt;
     opt.gen = 20;
+    opt.fused_sampling = fused;
     decode::TokenIds ids{-1, 257, -1};
     std::vector<int32_t> prompt = {256, 72, 105, 33};
     auto res = decode::make_policy("ar", *m, *dev, opt, ids)->generate(prompt);
