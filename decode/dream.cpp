@@ -20,6 +20,8 @@
 #include <chrono>
 #include <cmath>
 #include <numeric>
+#include <utility>
+#include <vector>
 
 #include "decode/policy.h"
 #include "decode/sampling.h"
@@ -41,49 +43,57 @@ std::vector<float> dream_timesteps(int steps, float eps) {
     return ts;
 }
 
+// Buffers of filtered_probs, reused from row to row (a row is the vocabulary wide).
+struct FilterScratch {
+    std::vector<int32_t> order;
+    std::vector<double> sorted;
+};
+
 // Dream's sample_tokens preprocessing of one row: probabilities after temperature, top-p and
-// top-k (softmax in float64).
+// top-k (softmax in float64), into x.
 void filtered_probs(const float* logits, int64_t V, const DreamOptions& d, double temperature,
-                    std::vector<double>& x, std::vector<int32_t>& order) {
+                    std::vector<double>& x, FilterScratch& scratch) {
     x.resize(static_cast<size_t>(V));
     for (int64_t v = 0; v < V; ++v)
         x[v] = temperature > 0.0 ? static_cast<double>(logits[v]) / temperature
                                  : static_cast<double>(logits[v]);
-    auto softmax = [&](std::vector<double>& y) {
+    // softmax(y)[v] = exp(y[v] - max) / sum: the maximum and the sum (in index order).
+    auto normaliser = [](const std::vector<double>& y) {
         const double mx = *std::max_element(y.begin(), y.end());
         double sum = 0.0;
-        for (double& e : y) {
-            e = std::exp(e - mx);
-            sum += e;
-        }
-        for (double& e : y)
-            e /= sum;
+        for (double e : y)
+            sum += std::exp(e - mx);
+        return std::pair{mx, sum};
     };
     if (d.top_p < 1.0) {
         // Sorted descending (stable), the smallest prefix whose mass exceeds top_p survives:
         // rank j is kept iff j == 0 or the mass before it is <= top_p.
+        std::vector<int32_t>& order = scratch.order;
         order.resize(static_cast<size_t>(V));
         std::iota(order.begin(), order.end(), 0);
         std::stable_sort(order.begin(), order.end(),
                          [&](int32_t a, int32_t b) { return x[a] > x[b]; });
-        std::vector<double> p = x;
-        softmax(p);
+        const auto [mx, sum] = normaliser(x);
         double cum = 0.0;
         for (int64_t j = 0; j < V; ++j) {
             const int32_t t = order[j];
+            const double p = std::exp(x[t] - mx) / sum;  // read before x[t] is filtered out
             if (j > 0 && cum > d.top_p) x[t] = -INFINITY;
-            cum += p[t];
+            cum += p;
         }
     }
     if (d.top_k > 0 && d.top_k < V) {
-        std::vector<double> sorted = x;
+        std::vector<double>& sorted = scratch.sorted;
+        sorted.assign(x.begin(), x.end());
         std::nth_element(sorted.begin(), sorted.begin() + (d.top_k - 1), sorted.end(),
                          std::greater<double>());
         const double kth = sorted[d.top_k - 1];
         for (double& e : x)
             if (e < kth) e = -INFINITY;
     }
-    softmax(x);
+    const auto [mx, sum] = normaliser(x);
+    for (double& e : x)
+        e = std::exp(e - mx) / sum;
 }
 
 int32_t first_argmax(const std::vector<double>& v) {
@@ -164,7 +174,7 @@ class DreamPolicy : public Policy {
         std::iota(pos.begin(), pos.end(), 0);
         const int32_t kv_len = L;
         std::vector<double> x;
-        std::vector<int32_t> order;
+        FilterScratch scratch;
         std::vector<int> masked, chosen;
         std::vector<int32_t> tok, committed;
         std::vector<double> conf;
@@ -208,7 +218,7 @@ class DreamPolicy : public Policy {
                         noise.next_draw(static_cast<int64_t>(which.size()) * V);
                     for (size_t r = 0; r < which.size(); ++r) {
                         const float* row = logits + static_cast<int64_t>(row_of[which[r]]) * V;
-                        filtered_probs(row, V, d, opt_.temperature, x, order);
+                        filtered_probs(row, V, d, opt_.temperature, x, scratch);
                         int32_t best = 0;
                         if (opt_.temperature > 0.0) {
                             double sum = 0.0;
