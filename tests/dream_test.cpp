@@ -31,12 +31,15 @@ fs::path decode_dir() {
     return fs::path(LLADA_TEST_DATA) / "decode";
 }
 
+fs::path shifted_copy_path(const std::string& name) {
+    return fs::temp_directory_path() / ("dream-shift-" + std::to_string(getpid()) + "-" + name);
+}
+
 // The model file, or a copy of it whose logits are read shifted (diffusion.shift_logits).
 fs::path model_file(const std::string& name, bool shift) {
     const fs::path src = decode_dir() / name;
     if (!shift) return src;
-    const fs::path dst =
-        fs::temp_directory_path() / ("dream-shift-" + std::to_string(getpid()) + "-" + name);
+    const fs::path dst = shifted_copy_path(name);
     if (fs::exists(dst)) return dst;
     auto f = format::GgufFile::open(src.string());
     format::GgufWriter w;
@@ -125,6 +128,8 @@ TEST(Dream, ReproducesEveryReferenceTrajectoryExactly) {
     }
     EXPECT_EQ(algs.size(), 4u);  // every algorithm
     EXPECT_TRUE(shifted && sampled && alg_temp);
+    for (const auto& c : cases)  // the shifted copies written to the temp folder
+        fs::remove(shifted_copy_path(c["model"]));
 }
 
 TEST(Dream, BadOptionsAreNamed) {
