@@ -2,6 +2,7 @@
 #include "tools/synthetic.h"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -238,25 +239,18 @@ void write_synthetic(const SyntheticShape& s, format::TensorType type, uint64_t 
         const char* text;
         int64_t id;
     };
+    // Ids of BOS, EOS, mask, the two header markers and end of turn.
+    using Ids = std::array<int64_t, 6>;
+    const Ids id = llada8b   ? Ids{126080, 126081, 126336, 126346, 126347, 126348}
+                   : dream7b ? Ids{151642, 151643, 151666, 151644, 151646, 151645}
+                             : Ids{V - 6, V - 5, V - 1, V - 4, V - 3, V - 2};
     const Special specials[] = {
-        {dream7b ? "<|beginoftext|>" : "<|startoftext|>", llada8b   ? 126080
-                                                          : dream7b ? 151642
-                                                                    : V - 6},
-        {"<|endoftext|>", llada8b   ? 126081
-                          : dream7b ? 151643
-                                    : V - 5},
-        {"<|mdm_mask|>", llada8b   ? 126336
-                         : dream7b ? 151666
-                                   : V - 1},
-        {"<|start_header_id|>", llada8b   ? 126346
-                                : dream7b ? 151644
-                                          : V - 4},
-        {"<|end_header_id|>", llada8b   ? 126347
-                              : dream7b ? 151646
-                                        : V - 3},
-        {"<|eot_id|>", llada8b   ? 126348
-                       : dream7b ? 151645
-                                 : V - 2},
+        {dream7b ? "<|beginoftext|>" : "<|startoftext|>", id[0]},
+        {"<|endoftext|>", id[1]},
+        {"<|mdm_mask|>", id[2]},
+        {"<|start_header_id|>", id[3]},
+        {"<|end_header_id|>", id[4]},
+        {"<|eot_id|>", id[5]},
     };
     std::vector<std::string> tokens(static_cast<size_t>(V));
     std::vector<int32_t> types(static_cast<size_t>(V), 5);  // UNUSED fillers
