@@ -14,23 +14,29 @@ namespace llada::model {
 namespace {
 
 // What distinguishes the supported architectures. All share the LLaMA block (RMSNorm, separate
-// Q/K/V, SwiGLU); they differ in attention direction, RoPE pairing, the logit shift and which
-// optional tensors they may carry (kOptionalBiases).
+// Q/K/V, SwiGLU); they differ in attention direction, RoPE pairing, the logit shift, per-head
+// Q/K norms, whether the FFN is a mixture of experts, and which optional tensors they may carry
+// (kOptionalBiases).
 struct ArchInfo {
     const char* name;
     bool causal;
     kernels::RopeStyle rope;
     bool shift_logits_default;  // when diffusion.shift_logits is absent
+    bool qk_norm;               // blk.N.attn_q_norm / attn_k_norm, RMSNorm per head before RoPE
+    bool moe;                   // ffn_gate_inp and ffn_{gate,up,down}_exps instead of a dense FFN
 };
 
 constexpr ArchInfo kArchs[] = {
     // LLaDA: bidirectional, NORM RoPE (the converter permutes Q/K rows for it), unshifted logits.
-    {"llada", false, kernels::RopeStyle::Norm, false},
+    {"llada", false, kernels::RopeStyle::Norm, false, false, false},
     // LLaMA: the autoregressive baseline (and the tiny models' AR twin).
-    {"llama", true, kernels::RopeStyle::Norm, false},
+    {"llama", true, kernels::RopeStyle::Norm, false, false, false},
     // Dream: the Qwen2 block (Q/K/V biases, GQA), bidirectional, NEOX RoPE (pairs (i, i + n/2),
     // HF's rotate_half), and shifted logits: row p predicts position p + 1.
-    {"dream", false, kernels::RopeStyle::Neox, true},
+    {"dream", false, kernels::RopeStyle::Neox, true, false, false},
+    // LLaDA-MoE: bidirectional, NEOX RoPE, Q/K RMSNorm per head, and a mixture-of-experts FFN
+    // (softmax router, top-k experts, weights not renormalised), as llama.cpp's llada-moe.
+    {"llada-moe", false, kernels::RopeStyle::Neox, false, true, true},
 };
 
 // Tensors a file may or may not have, each added where llama.cpp's graph adds it: the Q/K/V
@@ -106,7 +112,30 @@ void Model::load_hparams() {
     hp_.n_layer = static_cast<int>(req_uint(a + ".block_count"));
     hp_.n_ctx = static_cast<int>(req_uint(a + ".context_length"));
     hp_.n_embd = req_uint(a + ".embedding_length");
-    hp_.n_ff = req_uint(a + ".feed_forward_length");
+    // A mixture-of-experts model needs no dense FFN size (llama.cpp reads it but LLaDA-MoE's
+    // layers have none).
+    hp_.n_ff =
+        arch->moe && !f.find(a + ".feed_forward_length") ? 0 : req_uint(a + ".feed_forward_length");
+    if (arch->moe) {
+        hp_.n_expert = req_uint(a + ".expert_count");
+        hp_.n_expert_used = req_uint(a + ".expert_used_count");
+        if (hp_.n_expert_used > hp_.n_expert) {
+            throw Error(where + ": '" + a +
+                        ".expert_used_count' = " + std::to_string(hp_.n_expert_used) +
+                        " exceeds '" + a + ".expert_count' = " + std::to_string(hp_.n_expert));
+        }
+        // As llama.cpp: absent, each expert's size is the dense size over the experts used.
+        if (f.find(a + ".expert_feed_forward_length")) {
+            hp_.n_ff_expert = req_uint(a + ".expert_feed_forward_length");
+        } else if (hp_.n_ff > 0) {
+            hp_.n_ff_expert = hp_.n_ff / hp_.n_expert_used;
+        } else {
+            throw Error(where + ": neither '" + a + ".expert_feed_forward_length' nor '" + a +
+                        ".feed_forward_length' is present");
+        }
+        hp_.expert_weights_scale =
+            static_cast<float>(f.opt_float(a + ".expert_weights_scale").value_or(0.0));
+    }
     hp_.n_head = req_uint(a + ".attention.head_count");
     hp_.n_kv_head = f.find(a + ".attention.head_count_kv")
                         ? req_uint(a + ".attention.head_count_kv")
@@ -142,6 +171,7 @@ void Model::load_hparams() {
     }
     hp_.rope_style = arch->rope;
     hp_.causal = arch->causal;
+    hp_.qk_norm = arch->qk_norm;
     if (auto c = f.opt_bool(a + ".attention.causal")) {
         if (*c != arch->causal) {
             throw Error(where + ": '" + a + ".attention.causal' = " + (*c ? "true" : "false") +
@@ -169,29 +199,64 @@ kernels::WeightView Model::matrix(const std::string& name, int64_t n_cols, int64
     w.row_bytes = quant::row_bytes(t->type, n_cols);
     n_params_ += n_rows * n_cols;
     weight_bytes_ += t->n_bytes;
-    if (pack && (t->type == format::TensorType::Q4_0 || t->type == format::TensorType::Q8_0 ||
-                 t->type == format::TensorType::F16)) {
-        // Repack once for the CPU kernels, then let the file's pages go: after this the
-        // matrix is read only from the packed copy (the embedding reads single rows).
-        const quant::PackedLayout l = quant::packed_layout(t->type, n_rows, n_cols);
-        const size_t bytes = (l.total_bytes() + 63) / 64 * 64;
-        packed_.push_back(aligned_bytes(bytes, "the repacked copy of tensor '" + name + "'"));
-        uint8_t* buf = packed_.back().get();
-        auto pack = [&](int64_t g0, int64_t g1) {
-            quant::pack_groups(l, t->data, w.row_bytes, g0, g1, buf + g0 * l.group_bytes);
-        };
-        if (load_pool_) {
-            const int64_t chunk = std::max<int64_t>(1, l.n_groups / (load_pool_->size() * 8));
-            load_pool_->parallel_for((l.n_groups + chunk - 1) / chunk, [&](int64_t c, int) {
-                pack(c * chunk, std::min(l.n_groups, (c + 1) * chunk));
-            });
-        } else {
-            pack(0, l.n_groups);
-        }
-        w.packed = buf;
-        file_->release(*t);
+    if (pack) {
+        this->pack(w, name);
+        // After repacking the matrix is read only from the packed copy (the embedding reads
+        // single rows), so the file's pages can go.
+        if (w.packed) file_->release(*t);
     }
     return w;
+}
+
+void Model::pack(kernels::WeightView& w, const std::string& name) {
+    if (w.type != format::TensorType::Q4_0 && w.type != format::TensorType::Q8_0 &&
+        w.type != format::TensorType::F16) {
+        return;
+    }
+    const quant::PackedLayout l = quant::packed_layout(w.type, w.n_rows, w.n_cols);
+    const size_t bytes = (l.total_bytes() + 63) / 64 * 64;
+    packed_.push_back(aligned_bytes(bytes, "the repacked copy of tensor '" + name + "'"));
+    uint8_t* buf = packed_.back().get();
+    auto run = [&](int64_t g0, int64_t g1) {
+        quant::pack_groups(l, w.data, w.row_bytes, g0, g1, buf + g0 * l.group_bytes);
+    };
+    if (load_pool_) {
+        const int64_t chunk = std::max<int64_t>(1, l.n_groups / (load_pool_->size() * 8));
+        load_pool_->parallel_for((l.n_groups + chunk - 1) / chunk, [&](int64_t c, int) {
+            run(c * chunk, std::min(l.n_groups, (c + 1) * chunk));
+        });
+    } else {
+        run(0, l.n_groups);
+    }
+    w.packed = buf;
+}
+
+std::vector<kernels::WeightView> Model::expert_matrices(const std::string& name, int64_t n_cols,
+                                                        int64_t n_rows, int64_t n_expert) {
+    const format::GgufTensor* t = file_->find_tensor(name);
+    if (!t) throw Error("model '" + file_->path() + "': tensor '" + name + "' is missing");
+    if (t->n_dims != 3 || static_cast<int64_t>(t->ne[0]) != n_cols ||
+        static_cast<int64_t>(t->ne[1]) != n_rows || static_cast<int64_t>(t->ne[2]) != n_expert) {
+        throw Error("model '" + file_->path() + "': tensor '" + name + "' has shape " +
+                    shape_str(t->ne, t->n_dims) + ", expected [" + std::to_string(n_cols) + ", " +
+                    std::to_string(n_rows) + ", " + std::to_string(n_expert) + "]");
+    }
+    n_params_ += n_expert * n_rows * n_cols;
+    weight_bytes_ += t->n_bytes;
+    // Each expert is packed on its own, so an expert's rows never share a packed group with the
+    // next expert's whatever n_rows is.
+    std::vector<kernels::WeightView> out(static_cast<size_t>(n_expert));
+    for (int64_t e = 0; e < n_expert; ++e) {
+        kernels::WeightView& w = out[e];
+        w.type = t->type;
+        w.n_rows = n_rows;
+        w.n_cols = n_cols;
+        w.row_bytes = quant::row_bytes(t->type, n_cols);
+        w.data = t->data + static_cast<size_t>(e * n_rows) * w.row_bytes;
+        pack(w, name + "[" + std::to_string(e) + "]");
+    }
+    if (out[0].packed) file_->release(*t);
+    return out;
 }
 
 std::vector<float> Model::vector(const std::string& name, int64_t n) {
@@ -257,9 +322,25 @@ void Model::load_weights(runtime::ThreadPool*) {
         }
         L.wo = matrix(p + "attn_output.weight", hp_.n_head * hd, d);
         L.ffn_norm = vector(p + "ffn_norm.weight", d);
-        L.w_gate = matrix(p + "ffn_gate.weight", d, hp_.n_ff);
-        L.w_up = matrix(p + "ffn_up.weight", d, hp_.n_ff);
-        L.w_down = matrix(p + "ffn_down.weight", hp_.n_ff, d);
+        if (hp_.qk_norm) {
+            L.q_norm = vector(p + "attn_q_norm.weight", hd);
+            L.k_norm = vector(p + "attn_k_norm.weight", hd);
+        }
+        if (hp_.n_expert > 0) {
+            const int64_t ff = hp_.n_ff_expert, ne = hp_.n_expert;
+            L.router = matrix(p + "ffn_gate_inp.weight", d, ne);
+            L.experts.n_expert = ne;
+            L.experts.n_used = hp_.n_expert_used;
+            L.experts.n_ff = ff;
+            L.experts.scale = hp_.expert_weights_scale;
+            L.experts.gate = expert_matrices(p + "ffn_gate_exps.weight", d, ff, ne);
+            L.experts.up = expert_matrices(p + "ffn_up_exps.weight", d, ff, ne);
+            L.experts.down = expert_matrices(p + "ffn_down_exps.weight", ff, d, ne);
+        } else {
+            L.w_gate = matrix(p + "ffn_gate.weight", d, hp_.n_ff);
+            L.w_up = matrix(p + "ffn_up.weight", d, hp_.n_ff);
+            L.w_down = matrix(p + "ffn_down.weight", hp_.n_ff, d);
+        }
     }
     // theta_i(p) = p * base^(-2i / n_rot), as llama.cpp's RoPE defines it.
     const int64_t half = hp_.n_rot / 2;

@@ -17,7 +17,7 @@
 namespace llada::model {
 
 struct Hparams {
-    std::string arch;  // GGUF general.architecture: "llada", "llama"
+    std::string arch;  // GGUF general.architecture: "llada", "llama", "dream", "llada-moe"
     int n_layer = 0;
     int64_t n_embd = 0;
     int64_t n_ff = 0;
@@ -33,18 +33,28 @@ struct Hparams {
     bool causal = false;        // autoregressive attention (llama) vs bidirectional (dLLMs)
     bool shift_logits = false;  // row p predicts position p + 1 (Dream)
     bool tied_output = false;   // output head is token_embd
+    bool qk_norm = false;       // RMSNorm of each Q and K head before RoPE (LLaDA-MoE)
+    // Mixture of experts (0 experts: a dense SwiGLU FFN of n_ff).
+    int64_t n_expert = 0;
+    int64_t n_expert_used = 0;
+    int64_t n_ff_expert = 0;
+    float expert_weights_scale = 0.0f;  // 0 or 1: the gate probabilities as they are
 };
 
 // Weights of one transformer block (views into the mmapped GGUF).
 struct LayerWeights {
     std::vector<float> attn_norm, ffn_norm;  // F32 copies of the norm vectors
     kernels::WeightView wq, wk, wv, wo, w_gate, w_up, w_down;
-    std::vector<float> bq, bk, bv;  // optional projection biases (Dream's); empty when absent
+    std::vector<float> bq, bk, bv;      // optional projection biases (Dream's); empty when absent
+    std::vector<float> q_norm, k_norm;  // per-head Q/K RMSNorm weights [head_dim] (qk_norm)
+    kernels::WeightView router;         // MoE: ffn_gate_inp [n_expert][d]
+    runtime::MoeExperts experts;        // MoE: per-expert views of ffn_{gate,up,down}_exps
 };
 
 class Model {
   public:
-    // Loads any supported architecture; throws llada::Error naming what is wrong. Load-time
+    // Loads any supported architecture from a GGUF file or a Hugging Face directory
+    // (model/hf_model.h); throws llada::Error naming what is wrong. Load-time
     // work (repacking quantised weights) runs on `pool` when one is given.
     static std::unique_ptr<Model> load(const std::string& path,
                                        runtime::ThreadPool* pool = nullptr);
@@ -72,6 +82,11 @@ class Model {
     // A weight matrix view; Q4_0/Q8_0 matrices are repacked for the matmul kernels when `pack`.
     kernels::WeightView matrix(const std::string& name, int64_t n_cols, int64_t n_rows,
                                bool pack = true);
+    // The n_expert matrices of a 3-D expert tensor {n_cols, n_rows, n_expert}, one view each.
+    std::vector<kernels::WeightView> expert_matrices(const std::string& name, int64_t n_cols,
+                                                     int64_t n_rows, int64_t n_expert);
+    // Repacks a Q4_0/Q8_0/F16 view for the CPU kernels (a no-op for other types).
+    void pack(kernels::WeightView& w, const std::string& name);
     std::vector<float> vector(const std::string& name, int64_t n);
 
     std::unique_ptr<format::GgufFile> file_;

@@ -19,6 +19,10 @@ runtime::Plan Model::build_plan(int64_t max_rows, int64_t max_out, Head head,
         if (!L.bq.empty()) q = b.add_bias(q, L.bq.data(), p + "attn_q.bias");
         if (!L.bk.empty()) k = b.add_bias(k, L.bk.data(), p + "attn_k.bias");
         if (!L.bv.empty()) v = b.add_bias(v, L.bv.data(), p + "attn_v.bias");
+        if (hp.qk_norm) {
+            q = b.rms_norm_heads(q, L.q_norm.data(), hp.head_dim, hp.eps, p + "attn_q_norm");
+            k = b.rms_norm_heads(k, L.k_norm.data(), hp.head_dim, hp.eps, p + "attn_k_norm");
+        }
         q = b.rope(q, hp.n_head, hp.head_dim, hp.n_rot, hp.rope_style, rope_cos_.data(),
                    rope_sin_.data(), hp.n_ctx, p + "attn_q.rope");
         k = b.rope(k, hp.n_kv_head, hp.head_dim, hp.n_rot, hp.rope_style, rope_cos_.data(),
@@ -36,10 +40,16 @@ runtime::Plan Model::build_plan(int64_t max_rows, int64_t max_out, Head head,
         int o = b.matmul(attn, L.wo, p + "attn_output");
         x = b.add(x, o, p + "attn_residual");
         h = b.rms_norm(x, L.ffn_norm.data(), hp.eps, p + "ffn_norm");
-        int gate = b.matmul(h, L.w_gate, p + "ffn_gate");
-        int up = b.matmul(h, L.w_up, p + "ffn_up");
-        int act = b.swiglu(gate, up, p + "ffn_act");
-        int down = b.matmul(act, L.w_down, p + "ffn_down");
+        int down;
+        if (hp.n_expert > 0) {
+            int router = b.matmul(h, L.router, p + "ffn_gate_inp");
+            down = b.moe_ffn(h, router, L.experts, p + "ffn_moe");
+        } else {
+            int gate = b.matmul(h, L.w_gate, p + "ffn_gate");
+            int up = b.matmul(h, L.w_up, p + "ffn_up");
+            int act = b.swiglu(gate, up, p + "ffn_act");
+            down = b.matmul(act, L.w_down, p + "ffn_down");
+        }
         x = b.add(x, down, p + "ffn_residual");
     }
     // Only the rows whose logits are wanted go through the final norm and the output head.

@@ -61,15 +61,42 @@ namespace {
 // stay in a small per-thread buffer.
 constexpr int64_t kLmChunk = 256;
 
+// y[:, n0:n1] = x W^T for m rows of x prepared as `act` (float rows, or Q8_0 rows when the
+// weights are quantised; lut: Q4_0 weights dequantised through the table, float rows).
+void matmul_rows(const uint8_t* x, kernels::ActKind act, bool lut, int64_t m,
+                 const kernels::WeightView& w, float* y, int64_t ldy, int64_t n0, int64_t n1) {
+    const float* xf = reinterpret_cast<const float*>(x);
+    if (lut) {
+        kernels::matmul_q4_lut(xf, m, w, y, ldy, n0, n1);
+    } else if (act == kernels::ActKind::Q8_0) {
+        kernels::matmul_q8(x, m, w, y, ldy, n0, n1);
+    } else {
+        kernels::matmul_float(xf, m, w, y, ldy, n0, n1);
+    }
+}
+
 // y[:, n0:n1] = in x W^T through the kernel the op's weights and activations need.
 void matmul_range(const ArenaView& a, const Op& op, int64_t m, const kernels::WeightView& w,
                   float* y, int64_t ldy, int64_t n0, int64_t n1) {
-    if (op.lut) {
-        kernels::matmul_q4_lut(a.f32(op.in0), m, w, y, ldy, n0, n1);
-    } else if (op.act == kernels::ActKind::Q8_0) {
-        kernels::matmul_q8(a.data(op.in0), m, w, y, ldy, n0, n1);
-    } else {
-        kernels::matmul_float(a.f32(op.in0), m, w, y, ldy, n0, n1);
+    matmul_rows(a.data(op.in0), op.act, op.lut, m, w, y, ldy, n0, n1);
+}
+
+// Rows [r0, r1) of x (k floats each) prepared as `act` into y (row_bytes each).
+void prepare_rows(kernels::ActKind act, const float* x, uint8_t* y, size_t row_bytes, int64_t k,
+                  int64_t r0, int64_t r1) {
+    switch (act) {
+        case kernels::ActKind::F32:
+            std::memcpy(y + r0 * row_bytes, x + r0 * k, (r1 - r0) * row_bytes);
+            break;
+        case kernels::ActKind::F16:
+            kernels::round_rows_fp16(x, reinterpret_cast<float*>(y), k, r0, r1);
+            break;
+        case kernels::ActKind::BF16:
+            kernels::round_rows_bf16(x, reinterpret_cast<float*>(y), k, r0, r1);
+            break;
+        case kernels::ActKind::Q8_0:
+            kernels::quantize_acts(x, y, k, r0, r1);
+            break;
     }
 }
 
@@ -102,10 +129,12 @@ void CpuOps::run(const ArenaView& a, LmHeadScratch& s, const Op& op, const Batch
             return;
         }
         case OpKind::RmsNorm: {
-            const int64_t k = plan.tensors[op.in0].cols;
+            // Per head (group > 0): the [rows][heads * group] tensor is [rows * heads][group].
+            const int64_t cols = plan.tensors[op.in0].cols;
+            const int64_t k = op.group > 0 ? op.group : cols;
             const float* x = a.f32(op.in0);
             float* y = a.f32(op.out);
-            parallel_ranges(rows_of(op.out), 2 * k, [&](int64_t lo, int64_t hi) {
+            parallel_ranges(rows_of(op.out) * (cols / k), 2 * k, [&](int64_t lo, int64_t hi) {
                 kernels::rms_norm(x, op.vec, y, k, op.eps, lo, hi);
             });
             return;
@@ -113,20 +142,9 @@ void CpuOps::run(const ArenaView& a, LmHeadScratch& s, const Op& op, const Batch
         case OpKind::PrepareActs: {
             const int64_t k = plan.tensors[op.in0].cols;
             const float* x = a.f32(op.in0);
+            assert(op.act != kernels::ActKind::F32);
             parallel_ranges(rows_of(op.out), k, [&](int64_t lo, int64_t hi) {
-                switch (op.act) {
-                    case kernels::ActKind::F16:
-                        kernels::round_rows_fp16(x, a.f32(op.out), k, lo, hi);
-                        break;
-                    case kernels::ActKind::BF16:
-                        kernels::round_rows_bf16(x, a.f32(op.out), k, lo, hi);
-                        break;
-                    case kernels::ActKind::Q8_0:
-                        kernels::quantize_acts(x, a.data(op.out), k, lo, hi);
-                        break;
-                    case kernels::ActKind::F32:
-                        assert(false);
-                }
+                prepare_rows(op.act, x, a.data(op.out), plan.tensors[op.out].row_bytes, k, lo, hi);
             });
             return;
         }
@@ -321,6 +339,9 @@ void CpuOps::run(const ArenaView& a, LmHeadScratch& s, const Op& op, const Batch
             }
             return;
         }
+        case OpKind::MoeFfn:
+            moe_ffn(a, op, rows_of(op.out));
+            return;
         case OpKind::GatherRows: {
             const size_t rb = plan.tensors[op.in0].row_bytes;
             for (int64_t i = 0; i < b.n_out; ++i) {
@@ -329,6 +350,112 @@ void CpuOps::run(const ArenaView& a, LmHeadScratch& s, const Op& op, const Batch
             return;
         }
     }
+}
+
+void CpuOps::moe_ffn(const ArenaView& a, const Op& op, int64_t n) {
+    const MoeExperts& moe = *op.moe;
+    const int64_t d = a.plan->tensors[op.in0].cols;
+    const int64_t n_exp = moe.n_expert, k_used = moe.n_used, ff = moe.n_ff;
+    const MoeScratch L = moe_scratch(moe, d, n);
+    uint8_t* base = a.data(op.tmp);
+    auto* first = reinterpret_cast<int32_t*>(base + L.count);
+    auto* chosen = reinterpret_cast<int32_t*>(base + L.chosen);
+    auto* weight = reinterpret_cast<float*>(base + L.weight);
+    auto* slot = reinterpret_cast<int32_t*>(base + L.slot);
+    auto* gate = reinterpret_cast<float*>(base + L.gate);
+    auto* up = reinterpret_cast<float*>(base + L.up);
+    auto* down = reinterpret_cast<float*>(base + L.down);
+    const kernels::ActKind act_in = kernels::act_kind_for(moe.gate[0].type);
+    const kernels::ActKind act_down = kernels::act_kind_for(moe.down[0].type);
+
+    // Routing: softmax over the experts (exp in float, the sum in double, as ggml's soft_max),
+    // then the k most probable, ties to the lower expert id.
+    const float* logits = a.f32(op.in1);
+    auto* probs = reinterpret_cast<float*>(base + L.probs);
+    std::fill(first, first + n_exp + 1, 0);
+    for (int64_t r = 0; r < n; ++r) {
+        const float* z = logits + r * n_exp;
+        float* p = probs + r * n_exp;
+        const float mx = *std::max_element(z, z + n_exp);
+        double sum = 0.0;
+        for (int64_t e = 0; e < n_exp; ++e) {
+            p[e] = std::exp(z[e] - mx);
+            sum += p[e];
+        }
+        const float inv = static_cast<float>(1.0 / sum);
+        for (int64_t e = 0; e < n_exp; ++e)
+            p[e] *= inv;
+        int32_t* c = chosen + r * k_used;
+        for (int64_t j = 0; j < k_used; ++j) {
+            int32_t best = -1;
+            for (int32_t e = 0; e < n_exp; ++e) {
+                if (std::find(c, c + j, e) != c + j) continue;
+                if (best < 0 || p[e] > p[best]) best = e;
+            }
+            c[j] = best;
+            const bool scaled = moe.scale != 0.0f && moe.scale != 1.0f;
+            weight[r * k_used + j] = scaled ? p[best] * moe.scale : p[best];
+            first[best + 1] += 1;
+        }
+    }
+    // Slots grouped by expert, rows in order within an expert: first[e] is expert e's first slot.
+    for (int64_t e = 0; e < n_exp; ++e)
+        first[e + 1] += first[e];
+    for (int64_t i = 0; i < n * k_used; ++i)
+        slot[i] = first[chosen[i]]++;
+    for (int64_t e = n_exp; e > 0; --e)
+        first[e] = first[e - 1];
+    first[0] = 0;
+
+    const float* x = a.f32(op.in0);
+    parallel_ranges(n * k_used, d, [&](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i) {
+            prepare_rows(act_in, x + (i / k_used) * d, base + L.x + slot[i] * L.x_row, L.x_row, d,
+                         0, 1);
+        }
+    });
+    // One task per (expert, block of output columns): the blocks are multiples of the packed
+    // layout's 16 rows, and an expert with no rows costs one check.
+    constexpr int64_t kCols = 64;
+    auto per_expert = [&](int64_t n_out, int matrices, auto fn) {
+        const int64_t blocks = (n_out + kCols - 1) / kCols;
+        pool_.parallel_for(n_exp * blocks * matrices, [&](int64_t t, int) {
+            const int64_t e = t / (blocks * matrices), m = first[e + 1] - first[e];
+            if (m == 0) return;
+            const int64_t c0 = (t % blocks) * kCols;
+            fn(e, static_cast<int>((t / blocks) % matrices), first[e], m, c0,
+               std::min(n_out, c0 + kCols));
+        });
+    };
+    per_expert(ff, 2, [&](int64_t e, int which, int64_t s0, int64_t m, int64_t c0, int64_t c1) {
+        const kernels::WeightView& w = which == 0 ? moe.gate[e] : moe.up[e];
+        float* y = (which == 0 ? gate : up) + s0 * ff;
+        matmul_rows(base + L.x + s0 * L.x_row, act_in, false, m, w, y, ff, c0, c1);
+    });
+    parallel_ranges(n * k_used, 4 * ff, [&](int64_t lo, int64_t hi) {
+        for (int64_t s = lo; s < hi; ++s) {
+            kernels::swiglu(gate + s * ff, up + s * ff, gate + s * ff, ff);
+            prepare_rows(act_down, gate + s * ff, base + L.act + s * L.act_row, L.act_row, ff, 0,
+                         1);
+        }
+    });
+    per_expert(d, 1, [&](int64_t e, int, int64_t s0, int64_t m, int64_t c0, int64_t c1) {
+        matmul_rows(base + L.act + s0 * L.act_row, act_down, false, m, moe.down[e], down + s0 * d,
+                    d, c0, c1);
+    });
+    // Each row: its experts' outputs weighted and summed in the order they were chosen.
+    float* out = a.f32(op.out);
+    parallel_ranges(n, k_used * d, [&](int64_t lo, int64_t hi) {
+        for (int64_t r = lo; r < hi; ++r) {
+            float* y = out + r * d;
+            for (int64_t j = 0; j < k_used; ++j) {
+                const float w = weight[r * k_used + j];
+                const float* v = down + slot[r * k_used + j] * d;
+                for (int64_t c = 0; c < d; ++c)
+                    y[c] = j == 0 ? w * v[c] : y[c] + w * v[c];
+            }
+        }
+    });
 }
 
 }  // namespace llada::runtime

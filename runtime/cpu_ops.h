@@ -55,6 +55,9 @@ class CpuOps {
     }
 
   private:
+    // OpKind::MoeFfn on `rows` rows (runtime/plan.h says what it computes).
+    void moe_ffn(const ArenaView& a, const Op& op, int64_t rows);
+
     ThreadPool& pool_;
     const kernels::ExpLut exp_lut_;  // 128 KiB, for plans that ask for LUT exp
 };

@@ -247,6 +247,13 @@ class NpuSimDevice : public Device {
     }
 
     std::unique_ptr<CompiledPlan> compile(Plan plan) override {
+        for (const Op& op : plan.ops) {
+            if (op.kind == OpKind::MoeFfn) {
+                throw Error(
+                    "npu-sim does not run mixture-of-experts layers (llada-moe) yet: use "
+                    "--device cpu");
+            }
+        }
         const int64_t max_bucket = bucket_for(plan.max_rows);
         const int64_t max_out = npu_.lm_head_on_npu
                                     ? npu::padded_rows(plan.max_out_rows, npu_.tile_rows)

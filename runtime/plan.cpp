@@ -33,8 +33,42 @@ const char* op_name(OpKind k) {
             return "gather_rows";
         case OpKind::LmHeadReduce:
             return "lm_head_reduce";
+        case OpKind::MoeFfn:
+            return "moe_ffn";
     }
     return "?";
+}
+
+namespace {
+
+size_t prepared_row_bytes(kernels::ActKind act, int64_t cols) {
+    return act == kernels::ActKind::Q8_0 ? quant::act_layout(cols).row_bytes
+                                         : sizeof(float) * static_cast<size_t>(cols);
+}
+
+}  // namespace
+
+MoeScratch moe_scratch(const MoeExperts& moe, int64_t d, int64_t rows) {
+    MoeScratch s;
+    s.x_row = prepared_row_bytes(kernels::act_kind_for(moe.gate[0].type), d);
+    s.act_row = prepared_row_bytes(kernels::act_kind_for(moe.down[0].type), moe.n_ff);
+    const size_t slots = static_cast<size_t>(rows * moe.n_used);
+    auto region = [&](size_t bytes) {
+        const size_t at = s.total;
+        s.total += (bytes + 63) / 64 * 64;
+        return at;
+    };
+    s.count = region(sizeof(int32_t) * static_cast<size_t>(moe.n_expert + 1));
+    s.probs = region(sizeof(float) * static_cast<size_t>(rows * moe.n_expert));
+    s.chosen = region(sizeof(int32_t) * slots);
+    s.weight = region(sizeof(float) * slots);
+    s.slot = region(sizeof(int32_t) * slots);
+    s.x = region(slots * s.x_row);
+    s.gate = region(sizeof(float) * slots * static_cast<size_t>(moe.n_ff));
+    s.up = region(sizeof(float) * slots * static_cast<size_t>(moe.n_ff));
+    s.act = region(slots * s.act_row);
+    s.down = region(sizeof(float) * slots * static_cast<size_t>(d));
+    return s;
 }
 
 size_t Plan::tensor_bytes(int t) const {
@@ -82,6 +116,31 @@ int PlanBuilder::rms_norm(int x, const float* weight, float eps, const std::stri
     return push(op);
 }
 
+int PlanBuilder::rms_norm_heads(int x, const float* weight, int64_t head_dim, float eps,
+                                const std::string& name) {
+    assert(plan_.tensors[x].cols % head_dim == 0);
+    const int out = rms_norm(x, weight, eps, name);
+    plan_.ops.back().group = head_dim;
+    return out;
+}
+
+int PlanBuilder::moe_ffn(int x, int router, const MoeExperts& moe, const std::string& name) {
+    const TensorDesc in = plan_.tensors[x];
+    assert(plan_.tensors[router].cols == moe.n_expert && !moe.gate.empty());
+    Op op{OpKind::MoeFfn};
+    op.in0 = x;
+    op.in1 = router;
+    op.moe = &moe;
+    // The expert matmuls prepare their inputs as any matmul on those weights would.
+    op.act = kernels::act_kind_for(moe.gate[0].type);
+    op.out = new_tensor(name, in.rows, in.cols, in.row_bytes);
+    // Per-row bytes that hold the layout of any row count: its regions are 64-byte aligned, so
+    // rows * (one row's bytes + 10 * 64) covers them.
+    op.tmp =
+        new_tensor(name + ".grouped", in.rows, 0, moe_scratch(moe, in.cols, 1).total + 10 * 64);
+    return push(op);
+}
+
 kernels::ActKind PlanBuilder::act_for(const kernels::WeightView& w) const {
     if (options_.lut_dequant && w.type == format::TensorType::Q4_0) return kernels::ActKind::F32;
     return kernels::act_kind_for(w.type);
@@ -95,8 +154,7 @@ int PlanBuilder::prepared_input(int x, const kernels::WeightView& w) {
     for (const auto& [key, t] : prepared_) {
         if (key.first == x && key.second == act) return t;
     }
-    const size_t rb = act == kernels::ActKind::Q8_0 ? quant::act_layout(in.cols).row_bytes
-                                                    : sizeof(float) * static_cast<size_t>(in.cols);
+    const size_t rb = prepared_row_bytes(act, in.cols);
     Op prep{OpKind::PrepareActs};
     prep.in0 = x;
     prep.act = act;
@@ -218,6 +276,7 @@ Plan PlanBuilder::finish() {
         for (int in : {op.in0, op.in1}) {
             if (in >= 0) plan_.tensors[in].last_op = i;
         }
+        if (op.tmp >= 0) plan_.tensors[op.tmp].first_op = plan_.tensors[op.tmp].last_op = i;
     }
     // The output is read after the plan ends.
     plan_.tensors[plan_.output].last_op = static_cast<int>(plan_.ops.size());

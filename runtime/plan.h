@@ -40,7 +40,42 @@ enum class OpKind {
     // out[i] = kernels::RowStats of the row in0[i] . W^T over the whole vocabulary, computed
     // chunk by chunk: the fused LM head that never writes a vocabulary-wide logits row.
     LmHeadReduce,
+    // Mixture-of-experts FFN: in0 = the normed input rows, in1 = the router's logits
+    // [rows][n_expert]; out[r] = sum over the row's top-k experts e of p_e * down_e(silu(gate_e
+    // x) * up_e x), with p the softmax of the router logits. Rows are grouped per expert so each
+    // expert's matrices are read once per forward; `tmp` holds the grouped rows.
+    MoeFfn,
 };
+
+// The experts of one mixture-of-experts layer (views owned by the model): softmax gating over
+// n_expert, the n_used most probable experts per row, their probabilities not renormalised
+// (llama.cpp's llada-moe), times `scale` when it is not 0 or 1.
+struct MoeExperts {
+    int64_t n_expert = 0;
+    int64_t n_used = 0;
+    int64_t n_ff = 0;  // each expert's hidden size
+    float scale = 0.0f;
+    std::vector<kernels::WeightView> gate, up,
+        down;  // [n_expert] each: [n_ff][d], [n_ff][d], [d][n_ff]
+};
+
+// Where MoeFfn keeps its working set for `rows` rows of width d: byte offsets into its scratch.
+// Every (row, choice) pair is a "slot"; slots are ordered by expert, so each expert's rows are
+// consecutive and go through its matrices as one matmul.
+struct MoeScratch {
+    size_t count = 0;   // int32 [n_expert + 1]: first slot of each expert
+    size_t probs = 0;   // float [rows][n_expert]: the router's softmax
+    size_t chosen = 0;  // int32 [rows][n_used]: the experts a row chose, most probable first
+    size_t weight = 0;  // float [rows][n_used]: their gate weights
+    size_t slot = 0;    // int32 [rows][n_used]: the slot of each choice
+    size_t x = 0;       // [slots][x_row]: each slot's input row, prepared for the gate/up weights
+    size_t gate = 0, up = 0;  // float [slots][n_ff]
+    size_t act = 0;           // [slots][act_row]: silu(gate) * up, prepared for the down weights
+    size_t down = 0;          // float [slots][d]
+    size_t total = 0;
+    size_t x_row = 0, act_row = 0;
+};
+MoeScratch moe_scratch(const MoeExperts& moe, int64_t d, int64_t rows);
 
 const char* op_name(OpKind k);
 
@@ -50,9 +85,12 @@ struct Op {
     int out = -1;
     int in0 = -1;
     int in1 = -1;
-    kernels::WeightView weight;                    // Embed, MatMul
-    const float* vec = nullptr;                    // RmsNorm weight, AddBias bias
-    float eps = 0.0f;                              // RmsNorm
+    int tmp = -1;                // scratch alive only during this op (MoeFfn)
+    kernels::WeightView weight;  // Embed, MatMul
+    const float* vec = nullptr;  // RmsNorm weight, AddBias bias
+    float eps = 0.0f;            // RmsNorm
+    int64_t group = 0;  // RmsNorm: normalise each `group` columns on their own (0: the whole row)
+    const MoeExperts* moe = nullptr;               // MoeFfn
     kernels::ActKind act = kernels::ActKind::F32;  // PrepareActs, MatMul input kind
     // Rope / Attention geometry.
     int layer = -1;
@@ -102,6 +140,11 @@ class PlanBuilder {
 
     int embed(const kernels::WeightView& token_embd);
     int rms_norm(int x, const float* weight, float eps, const std::string& name);
+    // RMSNorm of each head (`head_dim` columns) on its own, one weight vector for every head.
+    int rms_norm_heads(int x, const float* weight, int64_t head_dim, float eps,
+                       const std::string& name);
+    // x (the normed FFN input) through a mixture of experts whose router logits are `router`.
+    int moe_ffn(int x, int router, const MoeExperts& moe, const std::string& name);
     // x @ W^T, preparing x for W's format (prepared activations are shared between matmuls on
     // the same input, e.g. Q/K/V or gate/up).
     int matmul(int x, const kernels::WeightView& w, const std::string& name);

@@ -2,6 +2,7 @@
 #include "runtime/projection.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "npu/tile_engine.h"
 #include "runtime/device.h"
@@ -196,6 +197,24 @@ npu::OpWork op_work(const Plan& plan, const PlanProjection& proj, int i, const n
             w.vector_bytes =
                 2 * rows_of(op.out) * static_cast<double>(plan.tensors[op.out].cols) * ab;
             break;
+        case OpKind::MoeFfn: {
+            // Three matmuls per chosen (row, expert) slot; the weights of every expert some row
+            // chose are read once. Under uniform routing an expert is chosen by none of m rows
+            // with probability (1 - n_used / n_expert)^m.
+            const MoeExperts& e = *op.moe;
+            const double slots = m * static_cast<double>(e.n_used);
+            const double ff = static_cast<double>(e.n_ff);
+            const double n_exp = static_cast<double>(e.n_expert);
+            w.matrix_flops = 2.0 * slots * 3.0 * k * ff;
+            const double expert_bytes = 2.0 * static_cast<double>(e.gate[0].row_bytes) * ff +
+                                        static_cast<double>(e.down[0].row_bytes) * k;
+            const double touched =
+                n_exp * (1.0 - std::pow(1.0 - static_cast<double>(e.n_used) / n_exp, m));
+            w.dram_bytes = touched * expert_bytes;
+            w.vector_ops = 4 * m * n_exp + 8 * slots * ff + 2 * slots * k;
+            w.vector_bytes = 3 * slots * (k + ff) * ab;
+            break;
+        }
     }
     return w;
 }

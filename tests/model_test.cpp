@@ -267,9 +267,9 @@ TEST(ModelLoad, TiedOutputAndGqaLoad) {
 }
 
 TEST(ModelLoad, ClearErrorsForBadFiles) {
-    EXPECT_NE(load_error(tiny_llada([](auto& w) {
-                  w.set_string("general.architecture", "mamba");
-              })).find("architecture 'mamba' is not supported (supported: llada, llama, dream)"),
+    EXPECT_NE(load_error(tiny_llada([](auto& w) { w.set_string("general.architecture", "mamba"); }))
+                  .find("architecture 'mamba' is not supported (supported: llada, llama, dream, "
+                        "llada-moe)"),
               std::string::npos);
     EXPECT_NE(load_error(tiny_llada([](auto& w) {
                   w.set_u32("llada.attention.head_count_kv", 3);
@@ -484,4 +484,90 @@ TEST(ModelParity, LutKernelsStayCloseToLlamaCpp) {
         EXPECT_LE(e.max_rel, 2e-2) << opt.lut_dequant << opt.lut_exp;
         EXPECT_LE(e.mean_rel, 2e-3) << opt.lut_dequant << opt.lut_exp;
     }
+}
+
+// llada-moe (Q/K RMSNorm per head, NEOX RoPE, GQA, a softmax router choosing 3 of 8 experts)
+// against train/reference/llada_moe.py's float64 logits (tests/data/moe, written by
+// train/make_moe_fixtures.py). Every norm weight is random, so a skipped Q/K norm shows, and the
+// router's choices are decisive (the manifest records the smallest top-k probability gap), so a
+// float32 engine routes every row as the reference does. The float32 reference is within ~1e-7
+// of max|logit| of the float64 one; 1e-5 is allowed, as for the other PyTorch parity sets. A
+// wrong expert slice, a missing Q/K norm or renormalised expert weights move the logits by far
+// more. At one and two threads, and on the output rows alone (the last layer then runs its
+// experts on those rows only).
+TEST(ModelParity, LladaMoeMatchesPyTorchReference) {
+    const fs::path dir = fs::path(LLADA_TEST_DATA) / "moe";
+    auto m = model::Model::load((dir / "llada-moe-tiny.gguf").string());
+    const auto& hp = m->hparams();
+    EXPECT_EQ(hp.arch, "llada-moe");
+    EXPECT_EQ(hp.n_expert, 8);
+    EXPECT_EQ(hp.n_expert_used, 3);
+    EXPECT_EQ(hp.n_ff_expert, 32);
+    EXPECT_TRUE(hp.qk_norm);
+    EXPECT_EQ(hp.rope_style, kernels::RopeStyle::Neox);
+    auto tokens = read_ids(dir / "tokens.txt");
+    auto want = read_f32(dir / "logits64.f32");
+    ASSERT_EQ(want.size(), tokens.size() * hp.n_vocab);
+    for (int threads : {1, 2}) {
+        Errors e = compare(forward_all(*m, tokens, threads), want);
+        EXPECT_LE(e.max_rel, 1e-5) << threads << " threads";
+    }
+    // Every third row as output rows, with the last layer gathered to them.
+    runtime::ThreadPool pool(2);
+    auto dev = runtime::make_cpu_device(pool);
+    const int n = static_cast<int>(tokens.size());
+    runtime::PlanOptions opt;
+    opt.gather_last_layer = true;
+    model::Session s(*m, *dev, 1, n, n, n, opt);
+    std::vector<int32_t> pos(n), seq(n, 0), out;
+    for (int i = 0; i < n; ++i) {
+        pos[i] = i;
+        if (i % 3 == 1) out.push_back(i);
+    }
+    const int32_t kv_len = n;
+    const int n_out = static_cast<int>(out.size());
+    const float* y =
+        s.forward({n, tokens.data(), pos.data(), seq.data(), n_out, out.data(), &kv_len});
+    std::vector<float> got(y, y + static_cast<size_t>(n_out) * hp.n_vocab), sub;
+    for (int i : out)
+        sub.insert(sub.end(), want.begin() + i * hp.n_vocab, want.begin() + (i + 1) * hp.n_vocab);
+    EXPECT_LE(compare(got, sub).max_rel, 1e-5);
+}
+
+namespace {
+
+// The PyTorch fixture's file with its metadata edited (tests of the loader's checks).
+std::vector<uint8_t> moe_fixture(const std::function<void(format::GgufWriter&)>& mutate,
+                                 const std::string& drop_tensor = "") {
+    const fs::path path = fs::path(LLADA_TEST_DATA) / "moe" / "llada-moe-tiny.gguf";
+    auto f = format::GgufFile::open(path.string());
+    format::GgufWriter w;
+    for (const auto& kv : f->kvs())
+        w.copy_kv(kv);
+    for (const auto& t : f->tensors()) {
+        if (t.name == drop_tensor) continue;
+        w.add_tensor(t.name, t.type, std::vector<uint64_t>(t.ne, t.ne + t.n_dims),
+                     std::vector<uint8_t>(t.data, t.data + t.n_bytes));
+    }
+    mutate(w);
+    return w.to_bytes();
+}
+
+}  // namespace
+
+TEST(ModelLoad, LladaMoeErrorsNameTheKeyOrTensor) {
+    EXPECT_NE(load_error(moe_fixture([](auto& w) {
+                  w.set_u32("llada-moe.expert_used_count", 9);
+              })).find("'llada-moe.expert_used_count' = 9 exceeds 'llada-moe.expert_count' = 8"),
+              std::string::npos);
+    EXPECT_NE(load_error(moe_fixture([](auto& w) {
+                  w.set_u32("llada-moe.expert_count", 6);
+              })).find("tensor 'blk.0.ffn_gate_inp.weight' has shape [64, 8], expected [64, 6]"),
+              std::string::npos);
+    EXPECT_NE(load_error(moe_fixture([](auto&) {}, "blk.1.ffn_down_exps.weight"))
+                  .find("tensor 'blk.1.ffn_down_exps.weight' is missing"),
+              std::string::npos);
+    EXPECT_NE(load_error(moe_fixture([](auto&) {}, "blk.0.attn_k_norm.weight"))
+                  .find("tensor 'blk.0.attn_k_norm.weight' is missing"),
+              std::string::npos);
 }

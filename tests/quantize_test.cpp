@@ -48,7 +48,7 @@ TEST(Synthetic, Dream7bIsQwen2sSevenBillionShape) {
     EXPECT_EQ(s.n_vocab, 152064);
     EXPECT_TRUE(s.qkv_bias);
     EXPECT_NEAR(s.n_params() / 1e9, 7.6, 0.1);  // Qwen2-7B's 7.6 B (biases aside)
-    EXPECT_NE(shape_error("arch=moe").find("shape arch must be llada, llama or dream"),
+    EXPECT_NE(shape_error("arch=moe").find("shape arch must be llada, llama, dream or llada-moe"),
               std::string::npos);
     EXPECT_NE(shape_error("dream-8b").find("unknown shape preset 'dream-8b'"), std::string::npos);
 }
@@ -150,4 +150,99 @@ TEST(Requantize, MixRuleKeepsTheHeadAndPureDoesNot) {
     fs::remove(q8);
     for (const auto& f : {src, mix, pure})
         fs::remove(f);
+}
+
+// LLaDA-MoE-7B-A1B's shape: 16 layers of 64 experts (8 per token) of 1024, d 2048, about 7.4 B
+// parameters in all.
+TEST(Synthetic, LladaMoeIsTheSevenBillionA1bShape) {
+    const tools::SyntheticShape s = tools::parse_shape("llada-moe");
+    EXPECT_EQ(s.arch, "llada-moe");
+    EXPECT_EQ(s.n_layer, 16);
+    EXPECT_EQ(s.n_embd, 2048);
+    EXPECT_EQ(s.n_expert, 64);
+    EXPECT_EQ(s.n_expert_used, 8);
+    EXPECT_EQ(s.n_ff_expert, 1024);
+    EXPECT_EQ(s.n_vocab, 157184);
+    EXPECT_NEAR(s.n_params() / 1e9, 7.36, 0.05);
+    EXPECT_NE(shape_error("1b,experts=4").find("experts apply to arch llada-moe only"),
+              std::string::npos);
+    EXPECT_NE(shape_error("llada-moe,used=65").find("used must be at most experts"),
+              std::string::npos);
+}
+
+// A small model of LLaDA-MoE's architecture in Q8_0 (experts packed one by one, the router kept
+// in F32): loads with its expert metadata and decodes.
+TEST(Synthetic, ALladaMoeShapedModelLoadsAndDecodes) {
+    const fs::path path = temp("moe.gguf");
+    runtime::ThreadPool pool(2);
+    tools::write_synthetic(tools::parse_shape("llada-moe,layers=2,d=128,heads=4,experts=8,used=2,"
+                                              "expert_ffn=64,vocab=512,ctx=256"),
+                           format::TensorType::Q8_0, 3, path.string(), pool);
+    auto f = format::GgufFile::open(path.string());
+    EXPECT_EQ(f->find_tensor("blk.0.ffn_gate_inp.weight")->type, format::TensorType::F32);
+    EXPECT_EQ(f->find_tensor("blk.0.ffn_up_exps.weight")->type, format::TensorType::Q8_0);
+    EXPECT_EQ(f->find_tensor("blk.0.ffn_up_exps.weight")->n_dims, 3u);
+    const tools::LoadedModel lm = tools::load_model(path.string());
+    const auto& hp = lm.model->hparams();
+    EXPECT_EQ(hp.n_expert, 8);
+    EXPECT_EQ(hp.n_expert_used, 2);
+    EXPECT_EQ(hp.n_ff_expert, 64);
+    auto dev = runtime::make_cpu_device(pool);
+    decode::GenerateOptions opt;
+    opt.gen = 16;
+    opt.steps = 8;
+    opt.block = 8;
+    auto res = decode::make_policy("dual-cache", *lm.model, *dev, opt, lm.ids)
+                   ->generate(lm.tok->encode("hello", lm.tok->add_bos_default(), false));
+    EXPECT_EQ(std::count(res.canvas.begin(), res.canvas.end(), lm.ids.mask), 0);
+    fs::remove(path);
+}
+
+// The PyTorch fixture's llada-moe re-quantised: its expert stacks take the type, its routers
+// stay F32 (llama-quantize never quantises ffn_gate_inp). Each quantised model is held to its own
+// weights dequantised to F32 (re-quantised back to F32, exactly): what remains is how activations
+// meet the format (fp16 rounding for F16, Q8_0 blocks for Q8_0/Q4_0), so the tolerances are the
+// llama.cpp parity test's for those formats: F16 1e-3 of max|logit|, Q8_0 and Q4_0 2e-2. An
+// expert packed from the wrong rows, or two experts sharing a packed group, moves them by far
+// more.
+TEST(Requantize, LladaMoeExpertsTakeTheTypeAndStayClose) {
+    const fs::path src = fs::path(LLADA_TEST_DATA) / "moe" / "llada-moe-tiny.gguf";
+    runtime::ThreadPool pool(2);
+    auto logits = [&](const fs::path& f) {
+        auto model = model::Model::load(f.string());
+        auto dev = runtime::make_cpu_device(pool);
+        const int n = 16;
+        model::Session s(*model, *dev, 1, n, n, n);
+        std::vector<int32_t> tok(n), pos(n), seq(n, 0);
+        for (int i = 0; i < n; ++i) {
+            tok[i] = i < 10 ? 97 + i : 258;  // letters, then masks
+            pos[i] = i;
+        }
+        const int32_t kv = n;
+        const float* y = s.forward({n, tok.data(), pos.data(), seq.data(), n, pos.data(), &kv});
+        return std::vector<float>(y, y + n * model->hparams().n_vocab);
+    };
+    const std::pair<format::TensorType, double> cases[] = {{format::TensorType::F16, 1e-3},
+                                                           {format::TensorType::Q8_0, 2e-2},
+                                                           {format::TensorType::Q4_0, 2e-2}};
+    for (const auto& [type, tol] : cases) {
+        const fs::path q = temp("moe-q.gguf"), dq = temp("moe-dq.gguf");
+        tools::requantize(src.string(), q.string(), type, pool, true);
+        tools::requantize(q.string(), dq.string(), format::TensorType::F32, pool, true);
+        auto f = format::GgufFile::open(q.string());
+        EXPECT_EQ(f->find_tensor("blk.1.ffn_gate_inp.weight")->type, format::TensorType::F32);
+        EXPECT_EQ(f->find_tensor("blk.1.ffn_down_exps.weight")->type, type);
+        EXPECT_EQ(f->find_tensor("blk.1.attn_q_norm.weight")->type, format::TensorType::F32);
+        const auto got = logits(q), want = logits(dq);
+        double max_w = 0.0, max_d = 0.0;
+        for (size_t i = 0; i < got.size(); ++i) {
+            max_w = std::max(max_w, static_cast<double>(std::fabs(want[i])));
+            max_d = std::max(max_d, static_cast<double>(std::fabs(got[i] - want[i])));
+        }
+        EXPECT_LT(max_d, tol * max_w) << format::tensor_type_info(type).name;
+        RecordProperty(std::string(format::tensor_type_info(type).name) + " max / max|logit|",
+                       std::to_string(max_d / max_w));
+        fs::remove(q);
+        fs::remove(dq);
+    }
 }

@@ -109,8 +109,10 @@ format::GgufWriter::Fill with_progress(bool on, int index, int total, const std:
 
 int64_t SyntheticShape::n_params() const {
     const int64_t hd = n_embd / n_head;
+    const int64_t ffn =
+        n_expert > 0 ? n_expert * (3 * n_embd * n_ff_expert + n_embd) + 2 * hd : 3 * n_embd * n_ff;
     const int64_t per_layer =
-        n_embd * (n_head * hd) * 2 + n_embd * (n_kv_head * hd) * 2 + 3 * n_embd * n_ff + 2 * n_embd;
+        n_embd * (n_head * hd) * 2 + n_embd * (n_kv_head * hd) * 2 + ffn + 2 * n_embd;
     return n_layer * per_layer + 2 * n_vocab * n_embd + n_embd;
 }
 
@@ -144,8 +146,21 @@ SyntheticShape parse_shape(const std::string& spec) {
                 s.n_vocab = 152064;
                 s.rope_base = 1000000.0f;
                 s.qkv_bias = true;
+            } else if (item == "llada-moe") {
+                // LLaDA-MoE-7B-A1B's published configuration.
+                s.arch = "llada-moe";
+                s.n_layer = 16;
+                s.n_embd = 2048;
+                s.n_head = s.n_kv_head = 16;
+                s.n_expert = 64;
+                s.n_expert_used = 8;
+                s.n_ff_expert = 1024;
+                s.n_ff = s.n_ff_expert * s.n_expert_used;
+                s.n_vocab = 157184;
+                s.rope_base = 50000.0f;
             } else {
-                throw Error("unknown shape preset '" + item + "' (tiny, 1b, 8b, dream-7b)");
+                throw Error("unknown shape preset '" + item +
+                            "' (tiny, 1b, 8b, dream-7b, llada-moe)");
             }
             first = false;
             continue;
@@ -155,11 +170,16 @@ SyntheticShape parse_shape(const std::string& spec) {
         if (eq == std::string::npos) throw Error("shape item '" + item + "' is not key=value");
         const std::string key = item.substr(0, eq), val = item.substr(eq + 1);
         if (key == "arch") {
-            if (val != "llada" && val != "llama" && val != "dream")
-                throw Error("shape arch must be llada, llama or dream");
+            if (val != "llada" && val != "llama" && val != "dream" && val != "llada-moe")
+                throw Error("shape arch must be llada, llama, dream or llada-moe");
             s.arch = val;
             s.qkv_bias = val == "dream";
             if (val == "dream") s.rope_base = 1000000.0f;
+            if (val == "llada-moe" && s.n_expert == 0) {
+                s.n_expert = 8;
+                s.n_expert_used = 2;
+                s.n_ff_expert = 64;
+            }
             continue;
         }
         char* end = nullptr;
@@ -181,10 +201,23 @@ SyntheticShape parse_shape(const std::string& spec) {
             s.n_vocab = v;
         } else if (key == "ctx") {
             s.n_ctx = static_cast<int>(v);
+        } else if (key == "experts") {
+            s.n_expert = v;
+        } else if (key == "used") {
+            s.n_expert_used = v;
+        } else if (key == "expert_ffn") {
+            s.n_ff_expert = v;
         } else {
             throw Error("unknown shape key '" + key +
-                        "' (layers, d, heads, kv_heads, ffn, vocab, ctx, arch)");
+                        "' (layers, d, heads, kv_heads, ffn, vocab, ctx, arch, experts, used, "
+                        "expert_ffn)");
         }
+    }
+    if ((s.arch == "llada-moe") != (s.n_expert > 0)) {
+        throw Error("shape: experts apply to arch llada-moe only, and llada-moe needs them");
+    }
+    if (s.n_expert > 0 && (s.n_expert_used > s.n_expert || s.n_ff_expert % 32 != 0)) {
+        throw Error("shape: used must be at most experts, and expert_ffn a multiple of 32");
     }
     if (s.n_embd % s.n_head != 0 || s.n_head % s.n_kv_head != 0) {
         throw Error("shape: d must be a multiple of heads, and heads of kv_heads");
@@ -226,7 +259,12 @@ void write_synthetic(const SyntheticShape& s, format::TensorType type, uint64_t 
     w.set_f32(a + ".rope.freq_base", s.rope_base);
     w.set_u32(a + ".rope.dimension_count", static_cast<uint32_t>(hd));
     w.set_u32(a + ".vocab_size", static_cast<uint32_t>(s.n_vocab));
-    if (a == "llada") {
+    if (s.n_expert > 0) {
+        w.set_u32(a + ".expert_count", static_cast<uint32_t>(s.n_expert));
+        w.set_u32(a + ".expert_used_count", static_cast<uint32_t>(s.n_expert_used));
+        w.set_u32(a + ".expert_feed_forward_length", static_cast<uint32_t>(s.n_ff_expert));
+    }
+    if (a == "llada" || a == "llada-moe") {
         w.set_bool(a + ".attention.causal", false);
         w.set_bool("diffusion.shift_logits", false);
     }
@@ -234,6 +272,7 @@ void write_synthetic(const SyntheticShape& s, format::TensorType type, uint64_t 
     // Dream-7B's for its).
     const bool llada8b = s.n_vocab == 126464;
     const bool dream7b = s.arch == "dream" && s.n_vocab == 152064;
+    const bool moe7b = s.arch == "llada-moe" && s.n_vocab == 157184;
     const int64_t V = s.n_vocab;
     struct Special {
         const char* text;
@@ -243,6 +282,7 @@ void write_synthetic(const SyntheticShape& s, format::TensorType type, uint64_t 
     using Ids = std::array<int64_t, 6>;
     const Ids id = llada8b   ? Ids{126080, 126081, 126336, 126346, 126347, 126348}
                    : dream7b ? Ids{151642, 151643, 151666, 151644, 151646, 151645}
+                   : moe7b   ? Ids{V - 6, V - 5, 156895, V - 4, V - 3, V - 2}
                              : Ids{V - 6, V - 5, V - 1, V - 4, V - 3, V - 2};
     const Special specials[] = {
         {dream7b ? "<|beginoftext|>" : "<|startoftext|>", id[0]},
@@ -283,15 +323,24 @@ void write_synthetic(const SyntheticShape& s, format::TensorType type, uint64_t 
     // Uniform in [-a, a] has standard deviation a / sqrt(3) = 0.02.
     const float amp = 0.02f * std::sqrt(3.0f);
     uint64_t tensor_index = 0;
-    const int n_matrices = 2 + 7 * s.n_layer;  // token_embd, output and 7 per layer
-    auto matrix = [&](const std::string& name, int64_t n_cols, int64_t n_rows) {
+    // token_embd, output and 7 per layer (8 with a router and three expert stacks)
+    const int n_matrices = 2 + (s.n_expert > 0 ? 8 : 7) * s.n_layer;
+    // A matrix of n_rows x n_cols, or with n_expert > 0 a stack of that many (GGUF order
+    // {n_cols, n_rows, n_expert}); the router (ffn_gate_inp) stays F32.
+    auto matrix = [&](const std::string& name, int64_t n_cols, int64_t n_rows,
+                      int64_t n_expert = 0) {
         const uint64_t key = mix(seed) ^ mix(++tensor_index * 0x100000001b3ull);
-        w.add_tensor(
-            name, type, {static_cast<uint64_t>(n_cols), static_cast<uint64_t>(n_rows)},
-            with_progress(progress, static_cast<int>(tensor_index), n_matrices, name,
-                          rows_fill(type, n_rows, n_cols, pool, [=](int64_t r, float* row) {
-                              random_row(key ^ mix(static_cast<uint64_t>(r)), amp, row, n_cols);
-                          })));
+        std::vector<uint64_t> ne = {static_cast<uint64_t>(n_cols), static_cast<uint64_t>(n_rows)};
+        if (n_expert > 0) ne.push_back(static_cast<uint64_t>(n_expert));
+        const format::TensorType t =
+            name.find("ffn_gate_inp") != std::string::npos ? format::TensorType::F32 : type;
+        w.add_tensor(name, t, ne,
+                     with_progress(progress, static_cast<int>(tensor_index), n_matrices, name,
+                                   rows_fill(t, n_rows * std::max<int64_t>(1, n_expert), n_cols,
+                                             pool, [=](int64_t r, float* row) {
+                                                 random_row(key ^ mix(static_cast<uint64_t>(r)),
+                                                            amp, row, n_cols);
+                                             })));
     };
     auto bias = [&](const std::string& name, int64_t n) {
         std::vector<float> v(static_cast<size_t>(n));
@@ -321,10 +370,21 @@ void write_synthetic(const SyntheticShape& s, format::TensorType type, uint64_t 
             bias(p + "attn_v.bias", s.n_kv_head * hd);
         }
         matrix(p + "attn_output.weight", s.n_head * hd, s.n_embd);
+        if (s.n_expert > 0) {
+            ones(p + "attn_q_norm.weight", hd);
+            ones(p + "attn_k_norm.weight", hd);
+        }
         ones(p + "ffn_norm.weight", s.n_embd);
-        matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff);
-        matrix(p + "ffn_up.weight", s.n_embd, s.n_ff);
-        matrix(p + "ffn_down.weight", s.n_ff, s.n_embd);
+        if (s.n_expert > 0) {
+            matrix(p + "ffn_gate_inp.weight", s.n_embd, s.n_expert);
+            matrix(p + "ffn_gate_exps.weight", s.n_embd, s.n_ff_expert, s.n_expert);
+            matrix(p + "ffn_up_exps.weight", s.n_embd, s.n_ff_expert, s.n_expert);
+            matrix(p + "ffn_down_exps.weight", s.n_ff_expert, s.n_embd, s.n_expert);
+        } else {
+            matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff);
+            matrix(p + "ffn_up.weight", s.n_embd, s.n_ff);
+            matrix(p + "ffn_down.weight", s.n_ff, s.n_embd);
+        }
     }
     w.write(path);
     if (progress) std::fputc('\n', stderr);
@@ -343,12 +403,18 @@ void requantize(const std::string& in, const std::string& out, format::TensorTyp
         w.copy_kv(kv);
     w.set_u32("general.file_type", file_type(out_type));
     const bool tied = f->find_tensor("output.weight") == nullptr;
+    // Matrices and expert stacks are quantised; vectors and MoE routers are copied (llama-quantize
+    // never quantises ffn_gate_inp: routing is sensitive to it and it is small).
+    auto quantised = [](const format::GgufTensor& t) {
+        return (t.n_dims == 2 || t.n_dims == 3) &&
+               t.name.find("ffn_gate_inp.weight") == std::string::npos;
+    };
     int n_matrices = 0, index = 0;
     for (const auto& t : f->tensors())
-        n_matrices += t.n_dims == 2;
+        n_matrices += quantised(t);
     for (const auto& t : f->tensors()) {
         std::vector<uint64_t> ne(t.ne, t.ne + t.n_dims);
-        if (t.n_dims != 2) {
+        if (!quantised(t)) {
             w.add_tensor(t.name, t.type, ne, std::vector<uint8_t>(t.data, t.data + t.n_bytes));
             continue;
         }
@@ -365,8 +431,8 @@ void requantize(const std::string& in, const std::string& out, format::TensorTyp
         const format::TensorType src_type = t.type;
         w.add_tensor(t.name, type, ne,
                      with_progress(progress, ++index, n_matrices, t.name,
-                                   rows_fill(type, static_cast<int64_t>(t.ne[1]), cols, pool,
-                                             [=](int64_t r, float* row) {
+                                   rows_fill(type, static_cast<int64_t>(t.n_elements / t.ne[0]),
+                                             cols, pool, [=](int64_t r, float* row) {
                                                  quant::dequantize_row(src_type, src + r * in_rb,
                                                                        row, cols);
                                              })));
