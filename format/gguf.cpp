@@ -294,6 +294,31 @@ std::unique_ptr<GgufFile> GgufFile::from_memory(const uint8_t* data, size_t size
     return f;
 }
 
+std::unique_ptr<GgufFile> GgufFile::assemble(std::vector<uint8_t> metadata, std::string name,
+                                             std::vector<GgufTensor> tensors,
+                                             std::shared_ptr<const void> owner,
+                                             std::vector<const MappedFile*> mappings) {
+    std::unique_ptr<GgufFile> f(new GgufFile());
+    f->owned_ = std::move(metadata);
+    f->path_ = std::move(name);
+    f->base_ = f->owned_.data();
+    f->size_ = f->owned_.size();
+    f->parse();
+    if (!f->tensors_.empty()) throw Error("GgufFile::assemble: the metadata must hold no tensors");
+    f->tensors_ = std::move(tensors);
+    f->owner_ = std::move(owner);
+    f->mappings_ = std::move(mappings);
+    return f;
+}
+
+void GgufFile::release(const GgufTensor& t) const {
+    if (map_) map_->release(t.data, t.n_bytes);
+    for (const MappedFile* m : mappings_) {
+        if (t.data >= m->data() && t.data + t.n_bytes <= m->data() + m->size())
+            m->release(t.data, t.n_bytes);
+    }
+}
+
 void GgufFile::parse() {
     Cursor c(base_, size_, path_);
     c.need(4, "magic");

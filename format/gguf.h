@@ -72,6 +72,14 @@ class GgufFile {
     // Parses a buffer the caller keeps alive (tests, in-memory files).
     static std::unique_ptr<GgufFile> from_memory(const uint8_t* data, size_t size,
                                                  std::string name = "<memory>");
+    // A model assembled in memory (format/hf_directory.h: a Hugging Face directory read as the
+    // GGUF llama.cpp's converter would write from it). `metadata` is a GGUF without tensors and
+    // is kept here; the tensors point into memory that `owner` keeps alive; release() drops pages
+    // only inside `mappings` (never the owner's heap copies).
+    static std::unique_ptr<GgufFile> assemble(std::vector<uint8_t> metadata, std::string name,
+                                              std::vector<GgufTensor> tensors,
+                                              std::shared_ptr<const void> owner,
+                                              std::vector<const MappedFile*> mappings);
 
     const std::string& path() const { return path_; }
     uint32_t version() const { return version_; }
@@ -85,9 +93,7 @@ class GgufFile {
     const GgufValue* find(std::string_view key) const;
     // Drops a tensor's pages from the resident set (after it was copied or repacked); a no-op for
     // files parsed from memory.
-    void release(const GgufTensor& t) const {
-        if (map_) map_->release(t.data, t.n_bytes);
-    }
+    void release(const GgufTensor& t) const;
     const GgufTensor* find_tensor(std::string_view name) const;
 
     // Typed accessors. `get_*` throw when the key is missing or has an incompatible type;
@@ -119,6 +125,10 @@ class GgufFile {
     uint64_t data_offset_ = 0;
     std::vector<GgufKV> kvs_;
     std::vector<GgufTensor> tensors_;
+    // An assembled file's own metadata bytes, what keeps its tensors alive, and its mappings.
+    std::vector<uint8_t> owned_;
+    std::shared_ptr<const void> owner_;
+    std::vector<const MappedFile*> mappings_;
 };
 
 }  // namespace llada::format

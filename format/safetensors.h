@@ -63,6 +63,8 @@ class SafetensorsFile {
     const SafeTensor* find(std::string_view name) const;
     // The optional "__metadata__" object (string to string).
     const std::map<std::string, std::string>& metadata() const { return metadata_; }
+    // The file's mapping (null for a buffer parsed from memory).
+    const MappedFile* mapping() const { return map_.get(); }
 
     // Headers larger than this are refused (the reference implementation's limit).
     static constexpr uint64_t kMaxHeaderBytes = 100u << 20;

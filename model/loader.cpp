@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "model/hf_model.h"
 #include "model/model.h"
 #include "quant/blocks.h"
 #include "quant/packed.h"
@@ -71,7 +72,7 @@ std::string shape_str(const uint64_t* ne, uint32_t n) {
 }  // namespace
 
 std::unique_ptr<Model> Model::load(const std::string& path, runtime::ThreadPool* pool) {
-    return from_gguf(format::GgufFile::open(path), pool);
+    return from_gguf(open_model_file(path), pool);
 }
 
 std::unique_ptr<Model> Model::from_gguf(std::unique_ptr<format::GgufFile> file,

@@ -2,6 +2,8 @@
 // split.
 #include "tokenizer/pretokenize.h"
 
+#include <algorithm>
+
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
@@ -215,6 +217,15 @@ std::string supported_pre_types() {
         out += n.name;
     }
     return out;
+}
+
+std::string pre_type_for_regexes(std::span<const std::string> regexes) {
+    for (const auto& n : kPreTypeNames) {
+        const auto& r = n.spec->regexes;
+        if (r.size() == regexes.size() && std::equal(r.begin(), r.end(), regexes.begin()))
+            return std::string(n.name);
+    }
+    return "";
 }
 
 struct PreTokenizer::Regex {

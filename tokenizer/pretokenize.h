@@ -27,6 +27,10 @@ struct PreTypeSpec {
 const PreTypeSpec* find_pre_type(std::string_view name);
 // Every supported `tokenizer.ggml.pre` value, comma-separated, for error messages.
 std::string supported_pre_types();
+// The `tokenizer.ggml.pre` name whose regexes are exactly `regexes`, in order (a tokenizer.json's
+// Split patterns, with GPT-2's own pattern when its ByteLevel step splits too), the first name
+// the table gives that family ("llama-bpe", "qwen2", "gpt-2", ...); "" when no family matches.
+std::string pre_type_for_regexes(std::span<const std::string> regexes);
 
 // A compiled pre-tokenizer. Regexes run in PCRE2's UTF mode with Unicode properties (UCP), so
 // \p{L}, \p{N}, \p{P} are the real general categories. `\s` is rewritten to Unicode's White_Space

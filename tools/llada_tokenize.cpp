@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "format/gguf.h"
+#include "model/hf_model.h"
 #include "tokenizer/tokenizer.h"
 #include "tools/args.h"
 #include "util/error.h"
@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
         if (!args.parse(argc, argv)) return 0;
         if (model_path.empty()) throw Error("no model given: use -m FILE.gguf (see --help)");
 
-        auto gguf = format::GgufFile::open(model_path);
+        auto gguf = model::open_model_file(model_path);
         auto tok = tokenizer::Tokenizer::from_gguf(*gguf);
         std::string text = args.given("-p") ? prompt : read_stdin();
         bool add_bos = tok.add_bos_default() && !no_bos;

@@ -12,6 +12,7 @@
 
 #include "format/gguf.h"
 #include "format/gguf_writer.h"
+#include "model/hf_model.h"
 #include "quant/blocks.h"
 #include "util/error.h"
 
@@ -397,7 +398,7 @@ format::TensorType mix_type(const std::string& name, format::TensorType type, bo
 
 void requantize(const std::string& in, const std::string& out, format::TensorType out_type,
                 runtime::ThreadPool& pool, bool pure, bool progress) {
-    auto f = format::GgufFile::open(in);
+    auto f = model::open_model_file(in);
     format::GgufWriter w;
     for (const auto& kv : f->kvs())
         w.copy_kv(kv);

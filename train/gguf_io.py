@@ -1,7 +1,7 @@
 """Minimal GGUF v3 reader and writer (NumPy) for exporting models and writing fixtures.
 
 Only what train/ needs: metadata of every scalar type, arrays of strings/ints/floats, and
-tensors in F32 or F16. The C++ engine has its own, fully checked reader (format/gguf.cpp).
+tensors in F32, F16 or BF16. The C++ engine has its own, fully checked reader (format/gguf.cpp).
 """
 
 import struct
@@ -17,8 +17,25 @@ _SCALAR_FMT = {UINT8: "<B", INT8: "<b", UINT16: "<H", INT16: "<h", UINT32: "<I",
                FLOAT32: "<f", BOOL: "<?", UINT64: "<Q", INT64: "<q", FLOAT64: "<d"}
 
 # Tensor types (ggml numbering).
-GGML_F32, GGML_F16 = 0, 1
-_TENSOR_DTYPE = {GGML_F32: np.float32, GGML_F16: np.float16}
+GGML_F32, GGML_F16, GGML_BF16 = 0, 1, 30
+# How each type's elements are stored; BF16 is kept as its raw 16-bit patterns.
+_TENSOR_DTYPE = {GGML_F32: np.float32, GGML_F16: np.float16, GGML_BF16: np.uint16}
+
+
+def f32_to_bf16(array):
+    """The bfloat16 bit patterns (uint16) of `array`: the upper half of each float32, rounded
+    to nearest with ties to even, as PyTorch and llama.cpp's converter round. NaNs stay quiet
+    NaNs rather than rounding into infinities."""
+    u = np.ascontiguousarray(array, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    rounded = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+    nan = np.isnan(np.asarray(array, dtype=np.float32))
+    rounded = np.where(nan, (u >> 16) | 0x40, rounded)
+    return rounded.astype(np.uint16)
+
+
+def bf16_to_f32(bits):
+    """The float32 values of bfloat16 bit patterns (uint16); exact."""
+    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
 
 
 class GGUFWriter:
@@ -50,9 +67,15 @@ class GGUFWriter:
         self.add(key, ARRAY, list(values), elem_type)
 
     def add_tensor(self, name, array, ggml_type=GGML_F32):
-        """`array` is in PyTorch/NumPy order ([out][in]); GGUF stores the reversed shape."""
-        dtype = _TENSOR_DTYPE[ggml_type]
-        self.tensors.append((name, ggml_type, np.ascontiguousarray(array, dtype=dtype)))
+        """`array` is in PyTorch/NumPy order ([out][in]); GGUF stores the reversed shape.
+
+        For BF16, `array` holds the values (rounded here), not bit patterns.
+        """
+        if ggml_type == GGML_BF16:
+            data = f32_to_bf16(array)
+        else:
+            data = np.ascontiguousarray(array, dtype=_TENSOR_DTYPE[ggml_type])
+        self.tensors.append((name, ggml_type, data))
 
     @staticmethod
     def _string(s):
@@ -146,7 +169,7 @@ def set_string(path, key, value):
 
 
 class GGUFReader:
-    """Reads metadata and F32/F16 tensors (returned as float32 arrays in NumPy order)."""
+    """Reads metadata and F32/F16/BF16 tensors (returned as float32 arrays in NumPy order)."""
 
     def __init__(self, path):
         with open(path, "rb") as f:
@@ -181,6 +204,8 @@ class GGUFReader:
             dtype = _TENSOR_DTYPE[ggml_type]
             n = int(np.prod(ne))
             arr = np.frombuffer(self.buf, dtype=dtype, count=n, offset=data_start + offset)
+            if ggml_type == GGML_BF16:
+                arr = bf16_to_f32(arr)
             self.tensors[name] = arr.reshape(list(reversed(ne))).astype(np.float32)
 
     def _unpack(self, fmt):
