@@ -78,7 +78,7 @@ TEST(NpuTools, BenchJsonHasProjectedMsPerRowCount) {
     Result r = run(bin("llada-bench") + " -m " + model() +
                    " --device npu-sim --rows 1,16,32,33,64 --reps 1 --no-peaks --json -t 1");
     ASSERT_EQ(r.status, 0) << r.err;
-    const json rows = json::parse(r.out);
+    const json rows = json::parse(r.out)["results"];
     ASSERT_EQ(rows.size(), 5u);
     for (const auto& row : rows)
         ASSERT_TRUE(row.contains("projected_ms")) << row.dump();
@@ -235,7 +235,7 @@ TEST(BenchTools, LlamaBenchComparisonRunsInRoundsAndTakesMedians) {
     Result r = run(bin("llada-bench") + " -m " + model() + " --rows 4,8 --reps 2 --rounds 3" +
                    " --no-peaks --json -t 1 --llama-bench " + fake);
     ASSERT_EQ(r.status, 0) << r.err;
-    const json rows = json::parse(r.out);
+    const json rows = json::parse(r.out)["results"];
     ASSERT_EQ(rows.size(), 2u);
     for (const auto& row : rows) {
         EXPECT_DOUBLE_EQ(row["llama_cpp_rows_per_s"].get<double>(), 20.0) << row.dump();
@@ -262,7 +262,7 @@ TEST(BenchTools, LlamaBenchWithoutSamplesUsesItsMeanAndFailuresAreReported) {
                    " --rows 4 --reps 1 --no-peaks --json -t 1 --llama-bench " +
                    fake_llama_bench("lb-mean", R"({"avg_ts": 42.0})"));
     ASSERT_EQ(r.status, 0) << r.err;
-    EXPECT_DOUBLE_EQ(json::parse(r.out)[0]["llama_cpp_rows_per_s"].get<double>(), 42.0);
+    EXPECT_DOUBLE_EQ(json::parse(r.out)["results"][0]["llama_cpp_rows_per_s"].get<double>(), 42.0);
     r = run(bin("llada-bench") + " -m " + model() +
             " --rows 4 --reps 1 --no-peaks --json -t 1 --llama-bench " +
             fake_llama_bench("lb-fail", "oops", 1));

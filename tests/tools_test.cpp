@@ -314,3 +314,36 @@ TEST(LladaForward, WritesTheFixtureLayout) {
     EXPECT_NE(r.err.find("'x' is not a token id"), std::string::npos) << r.err;
     fs::remove(out);
 }
+
+// Every tool's --json is one JSON document on stdout and nothing else (human tables and progress
+// go to stderr), so `tool --json | jq` and json.loads(stdout) work in every mode.
+TEST(Tools, EveryJsonModePrintsOneDocumentAlone) {
+    const std::string m = " -m " + fixture_model() + " -t 1 ";
+    const std::string tasks =
+        (fs::path(LLADA_SOURCE_DIR) / "models" / "tasks" / "smoke-50.jsonl").string();
+    const std::string shipped =
+        " -m " + (fs::path(LLADA_SOURCE_DIR) / "models" / "tiny-llada-s.gguf").string() + " -t 1 ";
+    const std::pair<const char*, std::string> modes[] = {
+        {"cli", bin("llada-cli") + m + "-p Hi --gen 8 --block 8 --json"},
+        {"cli tts",
+         bin("llada-cli") + m + "-p Hi --gen 8 --block 8 --tts 2 --temperature 1 --json"},
+        {"eval", bin("llada-eval") + shipped + "--tasks " + tasks + " --limit 2 --json"},
+        {"bench rows", bin("llada-bench") + m + "--rows 1,8 --reps 1 --no-peaks --json"},
+        {"bench sampling",
+         bin("llada-bench") + m + "--sampling --window 16 --need 4 --reps 1 --json"},
+        {"bench e2e", bin("llada-bench") + m +
+                          "--e2e --policies vanilla,dual-cache --prompt-len 4 --gen 16 --block 8 "
+                          "--reps 1 --json"},
+        {"bench ablation", bin("llada-bench") + m +
+                               "--ablation --prompt-len 4 --gen 16 --block 8 --no-sensitivity "
+                               "--json"},
+    };
+    for (const auto& [name, cmd] : modes) {
+        const Result r = run(cmd);
+        ASSERT_EQ(r.status, 0) << name << ": " << r.err;
+        // parse() refuses anything before or after the one document.
+        nlohmann::json j;
+        EXPECT_NO_THROW(j = nlohmann::json::parse(r.out)) << name << ": " << r.out;
+        EXPECT_TRUE(j.is_object()) << name;
+    }
+}

@@ -920,8 +920,7 @@ int main(int argc, char** argv) {
             report["results"] = rows;
             report["peak_rss_bytes"] = peak_rss_bytes();
             if (json) {
-                std::printf("%s\n", rows.dump(1).c_str());
-                std::fprintf(stderr, "%s\n", report.dump().c_str());
+                std::printf("%s\n", report.dump(1).c_str());
                 return 0;
             }
             std::printf("%s: %.2f B params, %.2f GB weights, %s, %d threads\n", model_path.c_str(),
