@@ -25,15 +25,20 @@ std::string read_text(const std::string& path) {
     return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
 }
 
-nlohmann::json read_json(const std::string& path) {
-    if (!file_exists(path)) throw Error("'" + path + "' is missing");
+nlohmann::json parse_json(const std::string& text, const std::string& path) {
+    nlohmann::json j;
     try {
-        nlohmann::json j = nlohmann::json::parse(read_text(path));
-        if (!j.is_object()) throw Error("'" + path + "' is not a JSON object");
-        return j;
+        j = nlohmann::json::parse(text);
     } catch (const nlohmann::json::exception& e) {
         throw Error("'" + path + "' is not valid JSON: " + e.what());
     }
+    if (!j.is_object()) throw Error("'" + path + "' is not a JSON object");
+    return j;
+}
+
+nlohmann::json read_json(const std::string& path) {
+    if (!file_exists(path)) throw Error("'" + path + "' is missing");
+    return parse_json(read_text(path), path);
 }
 
 }  // namespace
@@ -96,6 +101,19 @@ std::unique_ptr<HfDirectory> HfDirectory::open(const std::string& dir) {
         }
     }
     d->index_.assign(where.begin(), where.end());
+    return d;
+}
+
+std::unique_ptr<HfDirectory> HfDirectory::from_json(const std::string& dir,
+                                                    const std::string& config,
+                                                    const std::string& tokenizer,
+                                                    const std::string& tokenizer_config) {
+    std::unique_ptr<HfDirectory> d(new HfDirectory());
+    d->dir_ = dir;
+    d->config_ = parse_json(config, dir + "/config.json");
+    d->tokenizer_ = parse_json(tokenizer, dir + "/tokenizer.json");
+    if (!tokenizer_config.empty())
+        d->tokenizer_config_ = parse_json(tokenizer_config, dir + "/tokenizer_config.json");
     return d;
 }
 

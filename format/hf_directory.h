@@ -22,6 +22,11 @@ class HfDirectory {
     // malformed file, a shard the index names but the directory lacks, or a tensor two shards
     // both hold.
     static std::unique_ptr<HfDirectory> open(const std::string& dir);
+    // The JSON files alone, from memory, with no weights (tests and fuzzing of what reads them);
+    // an empty tokenizer_config means the file is absent. Errors name `dir` as open() would.
+    static std::unique_ptr<HfDirectory> from_json(const std::string& dir, const std::string& config,
+                                                  const std::string& tokenizer,
+                                                  const std::string& tokenizer_config);
 
     const std::string& path() const { return dir_; }
     const nlohmann::json& config() const { return config_; }

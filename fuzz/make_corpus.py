@@ -11,6 +11,7 @@ tokenizer: a selector byte (vocabulary and special-token parsing) + task prompts
 chat:      the templates of tests/data/chat/golden.json + NUL + message contents
 request:   request bodies for both endpoints, valid and not
 safetensors: small files of every dtype, with and without __metadata__
+hf_tokenizer: tests/data/hf's tokenizer.json + NUL + tokenizer_config.json + NUL + config.json
 """
 
 import glob
@@ -109,6 +110,15 @@ def main():
         h = json.dumps(header).encode()
         h += b" " * (-len(h) % 8)
         write(st, f"{dt}.safetensors", struct.pack("<Q", len(h)) + h + data)
+
+    # hf_tokenizer: each test directory's three JSON files, NUL-separated
+    for d in sorted(glob.glob(os.path.join(ROOT, "tests", "data", "hf", "*", "config.json"))):
+        d = os.path.dirname(d)
+        parts = []
+        for name in ("tokenizer.json", "tokenizer_config.json", "config.json"):
+            with open(os.path.join(d, name), "rb") as f:
+                parts.append(f.read())
+        write(os.path.join(out, "hf_tokenizer"), os.path.basename(d) + ".bin", b"\0".join(parts))
 
 
 if __name__ == "__main__":

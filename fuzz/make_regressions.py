@@ -104,6 +104,35 @@ def main():
         put("request", name + ".json", json.dumps(b))
     put("request", "top-level-string.json", '"prompt"')
 
+    # hf_tokenizer: tokenizer.json NUL tokenizer_config.json NUL config.json
+    def hf(tok, tc=None, cfg=None):
+        parts = [json.dumps(tok), json.dumps(tc) if tc is not None else "", json.dumps(cfg or {})]
+        return "\0".join(parts)
+    byte_level = {"type": "ByteLevel", "use_regex": True}
+    vocab = {"a": 0, "b": 1, "ab": 2}
+    bpe = {"type": "BPE", "vocab": vocab, "merges": ["a b"]}
+    put("hf_tokenizer", "valid-gpt2", hf({"model": bpe, "pre_tokenizer": byte_level,
+                                          "added_tokens": [{"id": 3, "content": "<s>", "special": True}]},
+                                         {"bos_token": "<s>", "add_bos_token": True}, {"vocab_size": 5}))
+    put("hf_tokenizer", "negative-id", hf({"model": {"type": "BPE", "vocab": {"a": -4}, "merges": []},
+                                           "pre_tokenizer": byte_level}))
+    put("hf_tokenizer", "id-past-vocab", hf({"model": bpe, "pre_tokenizer": byte_level},
+                                            None, {"vocab_size": 2}))
+    put("hf_tokenizer", "merge-not-a-pair", hf({"model": {"type": "BPE", "vocab": vocab,
+                                                          "merges": [["a"], 3, "a"]},
+                                                "pre_tokenizer": byte_level}))
+    put("hf_tokenizer", "merge-of-unknown-tokens", hf({"model": {"type": "BPE", "vocab": vocab,
+                                                                 "merges": ["x y", "ab ab"]},
+                                                       "pre_tokenizer": byte_level}))
+    put("hf_tokenizer", "bos-not-in-vocab", hf({"model": bpe, "pre_tokenizer": byte_level},
+                                               {"bos_token": {"content": 7}}, {"bos_token_id": 99}))
+    put("hf_tokenizer", "split-without-regex", hf({"model": bpe, "pre_tokenizer": {
+        "type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"String": " "}}]}}))
+    put("hf_tokenizer", "added-token-no-id", hf({"model": bpe, "pre_tokenizer": byte_level,
+                                                 "added_tokens": [{"content": "<x>"}]}))
+    put("hf_tokenizer", "empty-vocab", hf({"model": {"type": "BPE", "vocab": {}, "merges": []}}))
+    put("hf_tokenizer", "not-json", "{tokenizer\0{\0[")
+
 
 if __name__ == "__main__":
     main()

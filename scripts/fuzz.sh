@@ -22,7 +22,7 @@ fi
 B=${FUZZ_BUILD:-build-fuzz}
 CC=clang-16 CXX=clang++-16 cmake -B "$B" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLLADA_FUZZ=ON \
     -DLLADA_BUILD_TESTS=OFF > /dev/null
-targets=${TARGETS:-gguf tokenizer chat request safetensors}
+targets=${TARGETS:-gguf tokenizer chat request safetensors hf_tokenizer}
 cmake --build "$B" -j2 --target llada-quantize $(for t in $targets; do printf '%s_fuzz ' "$t"; done) > /dev/null
 rm -rf "$B/corpus"
 python3 fuzz/make_corpus.py "$B/corpus" "$B/bin"
@@ -31,6 +31,7 @@ status=0
 for t in $targets; do
     max_len=4096
     [ "$t" = gguf ] && max_len=1048576
+    [ "$t" = hf_tokenizer ] && max_len=65536
     if [ -n "${RUNS:-}" ]; then limit="-runs=$RUNS"; else limit="-max_total_time=$secs"; fi
     # The corpus folder grows with what the run finds; the regressions seed it too.
     log="$B/findings/$t.log"
