@@ -1,0 +1,230 @@
+"""Runs every row of the seed's evaluation with the project's tools and keeps their JSON.
+
+Called by bench/paper.sh (which builds the tools first); bench/paper_report.py then writes
+docs/results.md and docs/figures/. Each row is labelled by how its number comes about:
+  measured   timed on this machine's CPU (wall clock)
+  replayed   a tiny model's real decisions (commits, drafts, checks per step) replayed at a
+             larger shape, with the time measured or projected
+  projected  npu-sim's or the phone-CPU profile's cost model (timing-only: no arithmetic done)
+
+    /usr/bin/python3 bench/paper.py [--quick] [--skip-runs]
+"""
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+BIN = os.path.join(ROOT, "build", "bin")
+TASKS = os.path.join(ROOT, "models", "tasks", "mix-1000.jsonl")
+TINY_LLADA = os.path.join(ROOT, "models", "tiny-llada-m.gguf")
+TINY_AR = os.path.join(ROOT, "models", "tiny-ar-m.gguf")
+
+# The two settings. Quick keeps every row but shrinks what dominates the run time: 4 of the 8B
+# shapes' 32 layers (the projected times scale about linearly with layers; the report says so),
+# 200 problems instead of 1,000, three output lengths instead of five.
+FULL = {
+    "name": "full",
+    "llada_8b": "8b",
+    "llama_8b": "8b,arch=llama,kv_heads=8,ffn=14336,vocab=128256",
+    "layers_note": "",
+    "problems": 1000,
+    "trace_problems": 1000,
+    "replay_sample": 50,
+    "lengths": [32, 64, 128, 256, 512],
+    "host_lengths": [32, 128, 512],
+    "host_reps": 2,
+    "host_sample": 10,
+}
+QUICK = dict(FULL, **{
+    "name": "quick",
+    "llada_8b": "8b,layers=4",
+    "llama_8b": "8b,arch=llama,kv_heads=8,ffn=14336,vocab=128256,layers=4",
+    "layers_note": "4 of 32 layers",
+    "problems": 200,
+    "trace_problems": 100,
+    "replay_sample": 10,
+    "lengths": [32, 128, 512],
+    "host_lengths": [32, 128],
+    "host_reps": 1,
+    "host_sample": 4,
+})
+
+
+class Runner:
+    def __init__(self, out, threads, models):
+        self.out, self.threads, self.models = out, threads, models
+        self.commands = {}  # row name -> the commands that produced it
+        os.makedirs(out, exist_ok=True)
+        os.makedirs(models, exist_ok=True)
+
+    def run(self, key, args, stdout_json=True):
+        """Runs a tool, keeps its command line under `key`, returns its JSON (cached in OUT)."""
+        cmd = [os.path.join(BIN, args[0])] + [str(a) for a in args[1:]]
+        shown = " ".join(shlex.quote(c.replace(ROOT + "/", "").replace(self.models, "$PAPER_MODELS"))
+                         for c in cmd)
+        self.commands.setdefault(key, []).append(shown)
+        path = os.path.join(self.out, key.replace("/", "_") + "-" + str(len(self.commands[key])) + ".json")
+        t0 = time.time()
+        print(f"[{time.strftime('%H:%M:%S')}] {shown}", file=sys.stderr, flush=True)
+        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if r.returncode != 0:
+            sys.stderr.write(r.stderr[-4000:])
+            raise SystemExit(f"paper.py: failed ({r.returncode}): {shown}")
+        print(f"    {time.time() - t0:.1f} s", file=sys.stderr, flush=True)
+        data = json.loads(r.stdout) if stdout_json else {}
+        with open(path, "w") as f:
+            json.dump(data, f)
+        return data
+
+    def model(self, shape, qtype, name):
+        """A random-weight model written once into the cache folder."""
+        path = os.path.join(self.models, name + ".gguf")
+        if not os.path.exists(path):
+            self.run("models", ["llada-quantize", "--synthetic", shape, "--type", qtype, "--out",
+                                path + ".part", "-t", self.threads, "--no-progress"], False)
+            os.rename(path + ".part", path)
+        else:
+            self.commands.setdefault("models", []).append(
+                f"build/bin/llada-quantize --synthetic {shape} --type {qtype} --out $PAPER_MODELS/{name}.gguf")
+        return path
+
+
+def traces(r, s):
+    """tiny-llada-m's decision traces (every block decoded) that the replayed rows take, and their
+    quality numbers: mbsd on the schedule, need and mbsd with threshold 0.9, mbsd with
+    threshold 0.7 and revision."""
+    out = {}
+    specs = {
+        "mbsd-sched": ["--policy", "mbsd", "--device", "npu-sim"],
+        "need": ["--policy", "need", "--threshold", "0.9"],
+        "mbsd": ["--policy", "mbsd", "--threshold", "0.9", "--device", "npu-sim"],
+        "mbsd-rev": ["--policy", "mbsd", "--threshold", "0.7", "--revise", "--device", "npu-sim"],
+    }
+    for name, flags in specs.items():
+        path = os.path.join(r.out, f"trace-{name}.jsonl")
+        out[name] = path
+        r.run("traces", ["llada-eval", "-m", TINY_LLADA, "--tasks", TASKS, "--limit",
+                         s["trace_problems"], "--gen", 32, "--block", 8, "--no-early-stop",
+                         "-t", 1, "--parallel", r.threads, "--json", "--trace-out", path] + flags)
+    return out
+
+
+def replay_flags(tr, sample):
+    return ["--replay", tr["mbsd-sched"], "--replay-need", tr["need"], "--replay-threshold",
+            tr["mbsd"], "--replay-revise", tr["mbsd-rev"], "--replay-sample", sample]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="smaller shapes, fewer problems")
+    ap.add_argument("--skip-runs", action="store_true",
+                    help="only rewrite docs/results.md and the figures from OUT's JSON")
+    a = ap.parse_args()
+    s = QUICK if a.quick else FULL
+    threads = os.environ.get("THREADS", "2")
+    out = os.environ.get("OUT", os.path.join(ROOT, "bench", "out", "paper" + ("-quick" if a.quick else "")))
+    models = os.environ.get("PAPER_MODELS", os.path.join(os.path.expanduser("~"), ".cache", "llada.cpp", "paper-models"))
+    if a.skip_runs:
+        return report(out, s)
+    r = Runner(out, threads, models)
+    t_start = time.time()
+    res = {"setting": s, "threads": threads, "started": time.strftime("%Y-%m-%d %H:%M")}
+
+    # Models: LLaDA-8B's shape and a Llama-3-8B-shaped AR model (projected); the 1B shape for
+    # the host (measured).
+    sfx = "" if s["name"] == "full" else "-4l"
+    m8 = r.model(s["llada_8b"], "Q4_0", "llada-8b-q4_0" + sfx)
+    a8 = r.model(s["llama_8b"], "Q4_0", "llama3-8b-q4_0" + sfx)
+    m1 = r.model("1b", "Q4_0", "llada-1b-q4_0")
+    a1 = r.model("1b,arch=llama", "Q4_0", "llama-1b-q4_0")
+
+    tr = traces(r, s)
+    res["traces"] = {k: json.load(open(os.path.join(r.out, f"traces-{i + 1}.json")))
+                     for i, k in enumerate(tr)}
+
+    # 1. The ablation (projected; rows 6-9 replayed), prompt 80, 128 tokens in blocks of 32.
+    res["ablation"] = r.run("ablation", [
+        "llada-bench", "-m", m8, "--ablation", "--ablation-configs", "123456789", "--no-sensitivity",
+        "--timing-only", "--prompt-len", 80, "--gen", 128, "--block", 32, "-t", threads, "--json"]
+        + replay_flags(tr, s["replay_sample"]))["ablation"]
+
+    # 2. Latency against output length, projected on sm8750: the dLLM's rows 8 (mbsd +
+    # threshold) and 9 (+ progressive revision) against the AR model on the NPU and on the
+    # phone's CPU (its best placement is whichever projects faster).
+    res["length"] = []
+    for n in s["lengths"]:
+        d = r.run("length-dllm", [
+            "llada-bench", "-m", m8, "--ablation", "--ablation-configs", "89", "--no-sensitivity",
+            "--timing-only", "--prompt-len", 80, "--gen", n, "--block", 32, "-t", threads,
+            "--json"] + replay_flags(tr, s["replay_sample"]))["ablation"]["rows"]
+        row = {"gen": n, "dllm": d, "ar": {}}
+        for place, dev in (("npu", ["--device", "npu-sim", "--npu-profile", "sm8750"]),
+                           ("cpu", ["--device", "cpu", "--npu-profile", "sm8750-cpu"])):
+            row["ar"][place] = r.run("length-ar", [
+                "llada-bench", "-m", a8, "--e2e", "--policies", "ar", "--prompt-len", 80, "--gen", n,
+                "--reps", 1, "--timing-only", "-t", threads, "--json"] + dev)["e2e"][0]
+        res["length"].append(row)
+
+    # 3. The same comparison measured on this machine's CPU at the 1B shape: replayed dLLM
+    # decisions (mbsd + threshold 0.9), real arithmetic.
+    res["host"] = []
+    for n in s["host_lengths"]:
+        d = r.run("host-dllm", [
+            "llada-bench", "-m", m1, "--e2e", "--policies", "mbsd+threshold,dual-cache+threshold",
+            "--replay", tr["mbsd"], "--replay-sample", s["host_sample"], "--prompt-len", 80,
+            "--gen", n, "--block", 32, "--reps", s["host_reps"], "-t", threads, "--json"])["e2e"]
+        ar = r.run("host-ar", [
+            "llada-bench", "-m", a1, "--e2e", "--policies", "ar", "--prompt-len", 80, "--gen", n,
+            "--reps", s["host_reps"], "-t", threads, "--json"])["e2e"]
+        res["host"].append({"gen": n, "dllm": d, "ar": ar})
+
+    # 4. The tiny twins on the same problems (measured): accuracy, forwards, wall time.
+    ev = ["llada-eval", "--tasks", TASKS, "--limit", s["problems"], "--gen", 32, "-t", 1,
+          "--parallel", threads, "--json"]
+    frontier = {
+        "vanilla, 1 token/step": ["--block", 8, "--steps", 32],
+        "vanilla, 2 tokens/step": ["--block", 8, "--steps", 16],
+        "vanilla, 4 tokens/step": ["--block", 8, "--steps", 8],
+        "vanilla, 8 tokens/step": ["--block", 8, "--steps", 4],
+        "dual-cache + threshold 0.9": ["--block", 8, "--policy", "dual-cache", "--threshold", 0.9],
+        "dual-cache + threshold 0.7": ["--block", 8, "--policy", "dual-cache", "--threshold", 0.7],
+        "dual-cache + threshold 0.5": ["--block", 8, "--policy", "dual-cache", "--threshold", 0.5],
+        "mbsd + threshold 0.9": ["--block", 8, "--policy", "mbsd", "--threshold", 0.9],
+        "mbsd + threshold 0.7 + revise": ["--block", 8, "--policy", "mbsd", "--threshold", 0.7,
+                                          "--revise"],
+        "mbsd + threshold 0.5 + revise": ["--block", 8, "--policy", "mbsd", "--threshold", 0.5,
+                                          "--revise"],
+    }
+    res["tiny"] = {name: r.run("tiny-dllm", ev + ["-m", TINY_LLADA] + flags)
+                   for name, flags in frontier.items()}
+    res["tiny_ar"] = r.run("tiny-ar", ev + ["-m", TINY_AR])
+
+    # 5. The latency table's staircase (projected): one forward of R rows against an 80-token
+    # prefix on sm8750.
+    rows = [1, 8, 16, 24, 32, 33, 48, 64, 65, 96, 97, 128, 129, 160, 192, 224, 256]
+    res["staircase"] = r.run("staircase", [
+        "llada-bench", "-m", m8, "--device", "npu-sim", "--npu-profile", "sm8750", "--timing-only",
+        "--rows", ",".join(map(str, rows)), "--prefix", 80, "--reps", 1, "--no-peaks", "-t",
+        threads, "--json"])["results"]
+
+    res["commands"] = r.commands
+    res["run_s"] = time.time() - t_start
+    with open(os.path.join(out, "paper.json"), "w") as f:
+        json.dump(res, f, indent=1)
+    print(f"paper.py: runs took {res['run_s'] / 60:.1f} min", file=sys.stderr)
+    report(out, s)
+
+
+def report(out, s):
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import paper_report
+    paper_report.write(os.path.join(out, "paper.json"), ROOT)
+
+
+if __name__ == "__main__":
+    main()
