@@ -148,7 +148,9 @@ std::unique_ptr<format::GgufFile> open_model_file(const std::string& path) {
     return format::is_directory(path) ? open_hf_directory(path) : format::GgufFile::open(path);
 }
 
-std::unique_ptr<format::GgufFile> open_hf_directory(const std::string& dir) {
+namespace {
+
+std::unique_ptr<format::GgufFile> open_directory(const std::string& dir) {
     auto owner = std::make_shared<Owner>();
     owner->dir = format::HfDirectory::open(dir);
     const format::HfDirectory& hf = *owner->dir;
@@ -307,6 +309,16 @@ std::unique_ptr<format::GgufFile> open_hf_directory(const std::string& dir) {
         maps.push_back(s->mapping());
     return format::GgufFile::assemble(w.to_bytes(), dir, std::move(tensors), std::move(owner),
                                       std::move(maps));
+}
+
+}  // namespace
+
+std::unique_ptr<format::GgufFile> open_hf_directory(const std::string& dir) {
+    try {
+        return open_directory(dir);
+    } catch (const nlohmann::json::exception& e) {
+        throw Error("'" + dir + "/config.json': a field has the wrong type (" + e.what() + ")");
+    }
 }
 
 }  // namespace llada::model

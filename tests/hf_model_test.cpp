@@ -231,6 +231,12 @@ TEST(HfDirectory, ConfigFaultsAreNamed) {
     }
     {
         TempDir d("llada");
+        d.edit_json("config.json", [](auto& j) { j["weight_tying"] = "yes"; });
+        EXPECT_NE(load_error(d.path).find("config.json': a field has the wrong type"),
+                  std::string::npos);
+    }
+    {
+        TempDir d("llada");
         d.edit_json("config.json", [](auto& j) { j.erase("n_layers"); });
         EXPECT_NE(load_error(d.path).find("config.json': 'n_layers' is missing"),
                   std::string::npos);
@@ -282,6 +288,13 @@ TEST(HfDirectory, TokenizerFaultsAreNamed) {
         });
         const std::string e = load_error(d.path);
         EXPECT_NE(e.find("has id 304 but config.json's vocab_size is 300"), std::string::npos) << e;
+    }
+    {
+        // A member of the wrong JSON type (found by hf_tokenizer_fuzz: it escaped as the JSON
+        // library's own exception).
+        TempDir d("llada");
+        d.edit_json("tokenizer.json", [](auto& j) { j["model"] = 1; });
+        EXPECT_NE(load_error(d.path).find("has a field of the wrong type"), std::string::npos);
     }
     {
         TempDir d("llada");

@@ -64,8 +64,10 @@ std::optional<std::string> token_text(const json& cfg, const char* key) {
 
 }  // namespace
 
-void hf_tokenizer_to_gguf(const format::HfDirectory& dir, int64_t vocab_size, bool add_bos_default,
-                          format::GgufWriter& w) {
+namespace {
+
+void convert(const format::HfDirectory& dir, int64_t vocab_size, bool add_bos_default,
+             format::GgufWriter& w) {
     const std::string file = "'" + dir.path() + "/tokenizer.json'";
     const json& tj = dir.tokenizer();
     const json& tc = dir.tokenizer_config();
@@ -203,6 +205,21 @@ void hf_tokenizer_to_gguf(const format::HfDirectory& dir, int64_t vocab_size, bo
         }
     }
     if (!tmpl.empty()) w.set_string("tokenizer.chat_template", tmpl);
+}
+
+}  // namespace
+
+void hf_tokenizer_to_gguf(const format::HfDirectory& dir, int64_t vocab_size, bool add_bos_default,
+                          format::GgufWriter& w) {
+    try {
+        convert(dir, vocab_size, add_bos_default, w);
+    } catch (const nlohmann::json::exception& e) {
+        // A member of another JSON type than the format's (a number where an object belongs).
+        throw Error("'" + dir.path() +
+                    "': tokenizer.json, tokenizer_config.json or config.json has a field of the "
+                    "wrong type (" +
+                    e.what() + ")");
+    }
 }
 
 }  // namespace llada::tokenizer
