@@ -7,10 +7,11 @@ docs/results.md and docs/figures/. Each row is labelled by how its number comes 
              larger shape, with the time measured or projected
   projected  npu-sim's or the phone-CPU profile's cost model (timing-only: no arithmetic done)
 
-    /usr/bin/python3 bench/paper.py [--quick] [--skip-runs]
+    /usr/bin/python3 bench/paper.py [--quick] [--resume] [--skip-runs]
 """
 
 import argparse
+import hashlib
 import json
 import os
 import shlex
@@ -35,10 +36,11 @@ FULL = {
     "problems": 1000,
     "trace_problems": 1000,
     "replay_sample": 50,
+    "length_sample": 10,
     "lengths": [32, 64, 128, 256, 512],
-    "host_lengths": [32, 128, 512],
-    "host_reps": 2,
-    "host_sample": 10,
+    "host_lengths": [32, 64, 128, 256, 512],
+    "host_reps": 1,
+    "host_sample": 4,
 }
 QUICK = dict(FULL, **{
     "name": "quick",
@@ -48,16 +50,17 @@ QUICK = dict(FULL, **{
     "problems": 200,
     "trace_problems": 100,
     "replay_sample": 10,
+    "length_sample": 4,
     "lengths": [32, 128, 512],
     "host_lengths": [32, 128],
     "host_reps": 1,
-    "host_sample": 4,
+    "host_sample": 2,
 })
 
 
 class Runner:
-    def __init__(self, out, threads, models):
-        self.out, self.threads, self.models = out, threads, models
+    def __init__(self, out, threads, models, resume=False):
+        self.out, self.threads, self.models, self.resume = out, threads, models, resume
         self.commands = {}  # row name -> the commands that produced it
         os.makedirs(out, exist_ok=True)
         os.makedirs(models, exist_ok=True)
@@ -68,7 +71,12 @@ class Runner:
         shown = " ".join(shlex.quote(c.replace(ROOT + "/", "").replace(self.models, "$PAPER_MODELS"))
                          for c in cmd)
         self.commands.setdefault(key, []).append(shown)
-        path = os.path.join(self.out, key.replace("/", "_") + "-" + str(len(self.commands[key])) + ".json")
+        # Named by the command, so --resume reuses a result only for the same command.
+        path = os.path.join(self.out, key + "-" + hashlib.sha1(shown.encode()).hexdigest()[:12] + ".json")
+        if self.resume and os.path.exists(path):
+            print(f"[resumed] {shown}", file=sys.stderr, flush=True)
+            with open(path) as f:
+                return json.load(f)
         t0 = time.time()
         print(f"[{time.strftime('%H:%M:%S')}] {shown}", file=sys.stderr, flush=True)
         r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -98,7 +106,7 @@ def traces(r, s):
     """tiny-llada-m's decision traces (every block decoded) that the replayed rows take, and their
     quality numbers: mbsd on the schedule, need and mbsd with threshold 0.9, mbsd with
     threshold 0.7 and revision."""
-    out = {}
+    out, results = {}, {}
     specs = {
         "mbsd-sched": ["--policy", "mbsd", "--device", "npu-sim"],
         "need": ["--policy", "need", "--threshold", "0.9"],
@@ -108,10 +116,12 @@ def traces(r, s):
     for name, flags in specs.items():
         path = os.path.join(r.out, f"trace-{name}.jsonl")
         out[name] = path
-        r.run("traces", ["llada-eval", "-m", TINY_LLADA, "--tasks", TASKS, "--limit",
+        results[name] = r.run("traces", ["llada-eval", "-m", TINY_LLADA, "--tasks", TASKS, "--limit",
                          s["trace_problems"], "--gen", 32, "--block", 8, "--no-early-stop",
                          "-t", 1, "--parallel", r.threads, "--json", "--trace-out", path] + flags)
-    return out
+        if r.resume and not os.path.exists(path):
+            raise SystemExit(f"paper.py: --resume found the result but not the trace {path}")
+    return out, results
 
 
 def replay_flags(tr, sample):
@@ -122,6 +132,8 @@ def replay_flags(tr, sample):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="smaller shapes, fewer problems")
+    ap.add_argument("--resume", action="store_true",
+                    help="reuse the results in OUT of commands run before (same command line)")
     ap.add_argument("--skip-runs", action="store_true",
                     help="only rewrite docs/results.md and the figures from OUT's JSON")
     a = ap.parse_args()
@@ -131,7 +143,7 @@ def main():
     models = os.environ.get("PAPER_MODELS", os.path.join(os.path.expanduser("~"), ".cache", "llada.cpp", "paper-models"))
     if a.skip_runs:
         return report(out, s)
-    r = Runner(out, threads, models)
+    r = Runner(out, threads, models, a.resume)
     t_start = time.time()
     res = {"setting": s, "threads": threads, "started": time.strftime("%Y-%m-%d %H:%M")}
 
@@ -143,9 +155,7 @@ def main():
     m1 = r.model("1b", "Q4_0", "llada-1b-q4_0")
     a1 = r.model("1b,arch=llama", "Q4_0", "llama-1b-q4_0")
 
-    tr = traces(r, s)
-    res["traces"] = {k: json.load(open(os.path.join(r.out, f"traces-{i + 1}.json")))
-                     for i, k in enumerate(tr)}
+    tr, res["traces"] = traces(r, s)
 
     # 1. The ablation (projected; rows 6-9 replayed), prompt 80, 128 tokens in blocks of 32.
     res["ablation"] = r.run("ablation", [
@@ -161,7 +171,7 @@ def main():
         d = r.run("length-dllm", [
             "llada-bench", "-m", m8, "--ablation", "--ablation-configs", "89", "--no-sensitivity",
             "--timing-only", "--prompt-len", 80, "--gen", n, "--block", 32, "-t", threads,
-            "--json"] + replay_flags(tr, s["replay_sample"]))["ablation"]["rows"]
+            "--json"] + replay_flags(tr, s["length_sample"]))["ablation"]["rows"]
         row = {"gen": n, "dllm": d, "ar": {}}
         for place, dev in (("npu", ["--device", "npu-sim", "--npu-profile", "sm8750"]),
                            ("cpu", ["--device", "cpu", "--npu-profile", "sm8750-cpu"])):
@@ -171,11 +181,11 @@ def main():
         res["length"].append(row)
 
     # 3. The same comparison measured on this machine's CPU at the 1B shape: replayed dLLM
-    # decisions (mbsd + threshold 0.9), real arithmetic.
+    # decisions (mbsd + threshold 0.9, the fastest replayed policy), real arithmetic.
     res["host"] = []
     for n in s["host_lengths"]:
         d = r.run("host-dllm", [
-            "llada-bench", "-m", m1, "--e2e", "--policies", "mbsd+threshold,dual-cache+threshold",
+            "llada-bench", "-m", m1, "--e2e", "--policies", "mbsd+threshold",
             "--replay", tr["mbsd"], "--replay-sample", s["host_sample"], "--prompt-len", 80,
             "--gen", n, "--block", 32, "--reps", s["host_reps"], "-t", threads, "--json"])["e2e"]
         ar = r.run("host-ar", [
