@@ -132,6 +132,10 @@ def main():
                                                  "added_tokens": [{"content": "<x>"}]}))
     put("hf_tokenizer", "empty-vocab", hf({"model": {"type": "BPE", "vocab": {}, "merges": []}}))
     put("hf_tokenizer", "not-json", "{tokenizer\0{\0[")
+    put("hf_tokenizer", "added-token-negative-id", hf({"model": bpe, "pre_tokenizer": byte_level,
+                                                       "added_tokens": [{"id": -1, "content": "<x>"}]}))
+    put("hf_tokenizer", "added-token-huge-id", hf({"model": bpe, "pre_tokenizer": byte_level,
+                                                   "added_tokens": [{"id": 1 << 40, "content": "<x>"}]}))
 
 
 if __name__ == "__main__":

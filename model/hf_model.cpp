@@ -203,7 +203,10 @@ std::unique_ptr<format::GgufFile> open_directory(const std::string& dir) {
                     ", and that of '" + k.n_kv_head + "' " + std::to_string(n_kv_head));
     }
     const int64_t head_dim = n_embd / n_head;
-    const bool tied = cfg.value(k.tied, false);
+    const auto tied_it = cfg.find(k.tied);
+    if (tied_it != cfg.end() && !tied_it->is_null() && !tied_it->is_boolean())
+        throw Error(cfg_file + ": '" + k.tied + "' is not true or false");
+    const bool tied = tied_it != cfg.end() && tied_it->is_boolean() && tied_it->get<bool>();
     // The embedding may be padded past the tokenizer's vocabulary (LLaDA's embedding_size).
     const int64_t n_vocab = num("embedding_size", num(k.vocab));
     const Shape shape{n_embd, n_head * head_dim, n_kv_head * head_dim, n_ff, n_vocab, head_dim};

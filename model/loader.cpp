@@ -337,6 +337,16 @@ void Model::load_weights(runtime::ThreadPool*) {
             L.experts.gate = expert_matrices(p + "ffn_gate_exps.weight", d, ff, ne);
             L.experts.up = expert_matrices(p + "ffn_up_exps.weight", d, ff, ne);
             L.experts.down = expert_matrices(p + "ffn_down_exps.weight", ff, d, ne);
+            // The gate and up matmuls share one prepared input, so their formats must want the
+            // same activations (a per-tensor type override could make them differ).
+            if (kernels::act_kind_for(L.experts.gate[0].type) !=
+                kernels::act_kind_for(L.experts.up[0].type)) {
+                throw Error("model '" + file_->path() + "': '" + p + "ffn_gate_exps.weight' and '" +
+                            p + "ffn_up_exps.weight' have types whose inputs differ (" +
+                            format::tensor_type_info(L.experts.gate[0].type).name + " and " +
+                            format::tensor_type_info(L.experts.up[0].type).name +
+                            "); re-quantise them to one type");
+            }
         } else {
             L.w_gate = matrix(p + "ffn_gate.weight", d, hp_.n_ff);
             L.w_up = matrix(p + "ffn_up.weight", d, hp_.n_ff);

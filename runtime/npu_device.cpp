@@ -74,6 +74,7 @@ NpuPlanModel model_plan(Plan plan, const npu::Profile& prof, WeightRecipe recipe
         for (int in : {op.in0, op.in1}) {
             if (in >= 0) plan.tensors[in].last_op = i;
         }
+        if (op.tmp >= 0) plan.tensors[op.tmp].first_op = plan.tensors[op.tmp].last_op = i;
     }
     plan.tensors[plan.output].last_op = n;
     plan_memory(plan);

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "format/gguf_writer.h"
+#include "forward_util.h"
 #include "kernels/reference.h"
 #include "model/model.h"
 #include "runtime/device.h"
@@ -40,21 +41,7 @@ std::vector<float> read_f32(const fs::path& p) {
     return v;
 }
 
-// Logits of every position of `tokens` in one forward pass.
-std::vector<float> forward_all(const model::Model& m, const std::vector<int32_t>& tokens,
-                               int threads, runtime::PlanOptions opt = {}) {
-    runtime::ThreadPool pool(threads);
-    auto dev = runtime::make_cpu_device(pool);
-    const int n = static_cast<int>(tokens.size());
-    model::Session s(m, *dev, 1, n, n, n, opt);
-    std::vector<int32_t> pos(n), seq(n, 0);
-    for (int i = 0; i < n; ++i)
-        pos[i] = i;
-    int32_t kv_len = n;
-    runtime::Batch b{n, tokens.data(), pos.data(), seq.data(), n, pos.data(), &kv_len};
-    const float* out = s.forward(b);
-    return std::vector<float>(out, out + static_cast<size_t>(n) * m.hparams().n_vocab);
-}
+using test::forward_all;
 
 struct Errors {
     double max_rel, mean_rel;
@@ -570,4 +557,16 @@ TEST(ModelLoad, LladaMoeErrorsNameTheKeyOrTensor) {
     EXPECT_NE(load_error(moe_fixture([](auto&) {}, "blk.0.attn_k_norm.weight"))
                   .find("tensor 'blk.0.attn_k_norm.weight' is missing"),
               std::string::npos);
+    // Gate and up share one prepared input: Q8_0 up beside F32 gate is refused by name.
+    const std::string mixed = load_error(moe_fixture(
+        [](format::GgufWriter& w) {
+            // 8 experts x 32 rows x 2 blocks of 32 values, each block 34 bytes (scale 0).
+            w.add_tensor("blk.0.ffn_up_exps.weight", format::TensorType::Q8_0, {64, 32, 8},
+                         std::vector<uint8_t>(8 * 32 * 2 * 34, 0));
+        },
+        "blk.0.ffn_up_exps.weight"));
+    EXPECT_NE(mixed.find("'blk.0.ffn_gate_exps.weight' and 'blk.0.ffn_up_exps.weight' have types "
+                         "whose inputs differ (F32 and Q8_0)"),
+              std::string::npos)
+        << mixed;
 }

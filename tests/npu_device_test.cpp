@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "decode/policy.h"
+#include "forward_util.h"
 #include "model/model.h"
 #include "runtime/devices.h"
 #include "runtime/npu_device.h"
@@ -47,19 +48,7 @@ std::unique_ptr<runtime::Device> npu_sim(runtime::ThreadPool& pool, const std::s
     return runtime::make_device(c, pool);
 }
 
-// Logits [n][V] of one forward over the whole canvas (one sequence, every row asked for).
-std::vector<float> forward_all(const model::Model& m, runtime::Device& dev,
-                               const std::vector<int32_t>& tokens) {
-    const int n = static_cast<int>(tokens.size());
-    model::Session s(m, dev, 1, n, n, n);
-    std::vector<int32_t> pos(n), seq(n, 0), out(n);
-    for (int i = 0; i < n; ++i)
-        pos[i] = out[i] = i;
-    int32_t kv = n;
-    runtime::Batch b{n, tokens.data(), pos.data(), seq.data(), n, out.data(), &kv};
-    const float* logits = s.forward(b);
-    return std::vector<float>(logits, logits + static_cast<size_t>(n) * m.hparams().n_vocab);
-}
+using test::forward_all;
 
 double max_abs(const std::vector<float>& v) {
     double m = 0;

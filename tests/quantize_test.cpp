@@ -11,6 +11,7 @@
 
 #include "decode/policy.h"
 #include "format/gguf.h"
+#include "forward_util.h"
 #include "model/model.h"
 #include "runtime/device.h"
 #include "tools/common.h"
@@ -208,19 +209,11 @@ TEST(Synthetic, ALladaMoeShapedModelLoadsAndDecodes) {
 TEST(Requantize, LladaMoeExpertsTakeTheTypeAndStayClose) {
     const fs::path src = fs::path(LLADA_TEST_DATA) / "moe" / "llada-moe-tiny.gguf";
     runtime::ThreadPool pool(2);
+    std::vector<int32_t> canvas(16, 258);  // letters, then masks
+    for (int i = 0; i < 10; ++i)
+        canvas[i] = 97 + i;
     auto logits = [&](const fs::path& f) {
-        auto model = model::Model::load(f.string());
-        auto dev = runtime::make_cpu_device(pool);
-        const int n = 16;
-        model::Session s(*model, *dev, 1, n, n, n);
-        std::vector<int32_t> tok(n), pos(n), seq(n, 0);
-        for (int i = 0; i < n; ++i) {
-            tok[i] = i < 10 ? 97 + i : 258;  // letters, then masks
-            pos[i] = i;
-        }
-        const int32_t kv = n;
-        const float* y = s.forward({n, tok.data(), pos.data(), seq.data(), n, pos.data(), &kv});
-        return std::vector<float>(y, y + n * model->hparams().n_vocab);
+        return test::forward_all(*model::Model::load(f.string()), canvas, 2);
     };
     const std::pair<format::TensorType, double> cases[] = {{format::TensorType::F16, 1e-3},
                                                            {format::TensorType::Q8_0, 2e-2},

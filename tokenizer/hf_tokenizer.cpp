@@ -113,12 +113,21 @@ void convert(const format::HfDirectory& dir, int64_t vocab_size, bool add_bos_de
             !a["content"].is_string()) {
             throw Error(file + ": an added token without an integer id and a content string");
         }
+        if (a["id"].get<int64_t>() < 0)
+            throw Error(file + ": added token '" + a["content"].get<std::string>() +
+                        "' has a negative id");
         by_id[a["id"].get<int64_t>()] = {
             a["content"].get<std::string>(),
             a.value("special", false) ? TokenType::kControl : TokenType::kUserDefined};
     }
     if (by_id.empty()) throw Error(file + ": the vocabulary is empty");
     const int64_t max_id = by_id.rbegin()->first;
+    // Ids index the token table: a vocabulary past 2^24 ids (LLaDA's and Dream's are ~150k) is a
+    // damaged file, not a table to allocate.
+    if (max_id >= (int64_t{1} << 24) || vocab_size > (int64_t{1} << 24)) {
+        throw Error(file + ": token id " + std::to_string(std::max(max_id, vocab_size - 1)) +
+                    " is past the 2^24 ids a vocabulary may have");
+    }
     if (vocab_size <= 0) vocab_size = max_id + 1;
     if (max_id >= vocab_size) {
         throw Error(file + ": token '" + by_id.rbegin()->second.first + "' has id " +
