@@ -394,19 +394,15 @@ void GgufFile::parse() {
         if (!info) {
             c.fail(what, "tensor type " + std::string(tensor_type_name_any(type)) + " (ggml type " +
                              std::to_string(type) +
-                             ") is not supported; supported: F32, F16, BF16, Q8_0, Q4_0");
+                             ") is not supported; supported: F32, F16, BF16, Q8_0, Q4_0 and "
+                             "llada.cpp's tile "
+                             "formats TQ4, TQ8, TF16");
         }
         t.type = info->type;
-        if (t.ne[0] % info->block_elems != 0) {
-            c.fail(what, "first dimension " + std::to_string(t.ne[0]) + " is not a multiple of " +
-                             std::string(info->name) + "'s block size " +
-                             std::to_string(info->block_elems));
-        }
-        uint64_t blocks = n / info->block_elems;
-        if (blocks > std::numeric_limits<uint64_t>::max() / info->block_bytes) {
-            c.fail(what, "byte size overflows 64 bits");
-        }
-        t.n_bytes = blocks * info->block_bytes;
+        std::string why;
+        const auto bytes = tensor_bytes(*info, t.ne, t.n_dims, &why);
+        if (!bytes) c.fail(what, why);
+        t.n_bytes = *bytes;
         t.offset = c.read<uint64_t>(what + " (data offset)");
         if (t.offset % alignment_ != 0) {
             c.fail(what, "data offset " + std::to_string(t.offset) +

@@ -179,18 +179,13 @@ void GgufWriter::add_tensor(const std::string& name, TensorType type, std::vecto
     if (ne.empty() || ne.size() > 4) {
         throw Error("GgufWriter: tensor '" + name + "' must have 1 to 4 dimensions");
     }
-    uint64_t n = 1;
-    for (uint64_t d : ne)
-        n *= d;
-    if (ne[0] % info.block_elems != 0) {
-        throw Error("GgufWriter: tensor '" + name + "' first dimension " + std::to_string(ne[0]) +
-                    " is not a multiple of " + info.name + "'s block size");
-    }
+    std::string why;
+    const auto bytes = tensor_bytes(info, ne.data(), static_cast<uint32_t>(ne.size()), &why);
+    if (!bytes) throw Error("GgufWriter: tensor '" + name + "': " + why);
     for (const auto& t : tensors_) {
         if (t.name == name) throw Error("GgufWriter: duplicate tensor '" + name + "'");
     }
-    tensors_.push_back(
-        {name, type, std::move(ne), n / info.block_elems * info.block_bytes, std::move(fill)});
+    tensors_.push_back({name, type, std::move(ne), *bytes, std::move(fill)});
 }
 
 void GgufWriter::add_tensor(const std::string& name, TensorType type, std::vector<uint64_t> ne,

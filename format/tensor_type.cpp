@@ -2,15 +2,21 @@
 #include "format/tensor_type.h"
 
 #include <cassert>
+#include <limits>
 
 namespace llada::format {
 namespace {
 
 constexpr TensorTypeInfo kSupported[] = {
-    {TensorType::F32, "F32", 1, 4},     {TensorType::F16, "F16", 1, 2},
+    {TensorType::F32, "F32", 1, 4},
+    {TensorType::F16, "F16", 1, 2},
     {TensorType::Q4_0, "Q4_0", 32, 18},  // fp16 scale + 16 bytes of nibbles
     {TensorType::Q8_0, "Q8_0", 32, 34},  // fp16 scale + 32 int8
     {TensorType::BF16, "BF16", 1, 2},
+    // 32x32 tiles: TQ4 four 144-byte super-blocks, TQ8 four of 272, TF16 1024 fp16 values.
+    {TensorType::TQ4, "TQ4", kTileEdge* kTileEdge, 576, true},
+    {TensorType::TQ8, "TQ8", kTileEdge* kTileEdge, 1088, true},
+    {TensorType::TF16, "TF16", kTileEdge* kTileEdge, 2048, true},
 };
 
 // Names of the ggml types llada.cpp does not compute with, for error messages.
@@ -40,7 +46,48 @@ const TensorTypeInfo& tensor_type_info(TensorType t) {
     return kSupported[0];
 }
 
+std::optional<uint64_t> tensor_bytes(const TensorTypeInfo& info, const uint64_t* ne,
+                                     uint32_t n_dims, std::string* why) {
+    constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
+    uint64_t blocks = 1;
+    if (info.tiled) {
+        if (n_dims != 2) {
+            *why = std::string(info.name) + " is a tile format of 2-D matrices; this tensor has " +
+                   std::to_string(n_dims) + " dimensions";
+            return std::nullopt;
+        }
+        for (uint32_t d = 0; d < 2; ++d) {
+            const uint64_t tiles = ne[d] / kTileEdge + (ne[d] % kTileEdge != 0);
+            if (tiles != 0 && blocks > kMax / tiles) {
+                *why = "byte size overflows 64 bits";
+                return std::nullopt;
+            }
+            blocks *= tiles;
+        }
+    } else {
+        if (ne[0] % info.block_elems != 0) {
+            *why = "first dimension " + std::to_string(ne[0]) + " is not a multiple of " +
+                   info.name + "'s block size " + std::to_string(info.block_elems);
+            return std::nullopt;
+        }
+        blocks = ne[0] / info.block_elems;
+        for (uint32_t d = 1; d < n_dims; ++d) {
+            if (ne[d] != 0 && blocks > kMax / ne[d]) {
+                *why = "byte size overflows 64 bits";
+                return std::nullopt;
+            }
+            blocks *= ne[d];
+        }
+    }
+    if (blocks > kMax / info.block_bytes) {
+        *why = "byte size overflows 64 bits";
+        return std::nullopt;
+    }
+    return blocks * info.block_bytes;
+}
+
 std::string_view tensor_type_name_any(uint32_t ggml_type) {
+    if (auto info = tensor_type_info(ggml_type)) return info->name;
     if (ggml_type < sizeof(kAllNames) / sizeof(kAllNames[0])) return kAllNames[ggml_type];
     return "unknown";
 }

@@ -23,6 +23,8 @@ struct WeightView {
     int64_t n_rows = 0;
     int64_t n_cols = 0;
     size_t row_bytes = 0;
+    // Tile formats (TQ4, TQ8, TF16) have no rows: row_bytes is 0 and row() must not be used
+    // (quant::dequantize_matrix_row reads one).
     // Q4_0 / Q8_0 / F16: the same weights repacked for the CPU kernels (quant/packed.h), starting
     // at row 0 of this view (a view of rows [v0, ...) needs v0 % 16 == 0).
     const uint8_t* packed = nullptr;
@@ -53,6 +55,13 @@ void matmul_float(const float* x, int64_t m_rows, const WeightView& w, float* y,
 // xq holds m_rows quant::ActLayout rows; W is Q8_0 or Q4_0 with `packed` set; n0 % 16 == 0.
 void matmul_q8(const uint8_t* xq, int64_t m_rows, const WeightView& w, float* y, int64_t ldy,
                int64_t n0, int64_t n1);
+
+// W in a tile format (TQ4, TQ8, TF16: quant/tile.h) on the CPU, with the NPU's numerics: each
+// 32-output strip is dequantised through fp16 tables (kernels/tile_gemm.h) and multiplied by x,
+// whose rows are already rounded to fp16 (act_kind_for gives F16). n0 % 32 == 0; `data` points
+// at strip 0 of the view (a view of rows [v0, ...) needs v0 % 32 == 0).
+void matmul_tile(const float* x, int64_t m_rows, const WeightView& w, float* y, int64_t ldy,
+                 int64_t n0, int64_t n1);
 
 // --- row-wise ops on rows [r0, r1) of row-major matrices with `k` columns ---
 // y = x / sqrt(mean(x^2) + eps) * w

@@ -448,6 +448,10 @@ ActKind act_kind_for(format::TensorType weight_type) {
         case format::TensorType::Q8_0:
         case format::TensorType::Q4_0:
             return ActKind::Q8_0;
+        case format::TensorType::TQ4:
+        case format::TensorType::TQ8:
+        case format::TensorType::TF16:
+            return ActKind::F16;  // the NPU's fp16 activations
     }
     return ActKind::F32;
 }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "quant/fp16.h"
+#include "quant/tile.h"
 
 namespace llada::kernels::ref {
 
@@ -45,6 +46,21 @@ void matmul_float(const float* x, int64_t m_rows, const WeightView& w, float* y,
             double s = 0.0;
             for (int64_t i = 0; i < w.n_cols; ++i)
                 s += double(x[m * w.n_cols + i]) * wrow[i];
+            y[m * ldy + n] = static_cast<float>(s);
+        }
+    }
+}
+
+void matmul_tile(const float* x, int64_t m_rows, const WeightView& w, float* y, int64_t ldy,
+                 int64_t n0, int64_t n1) {
+    const quant::TileLayout l =
+        quant::tile_layout(*quant::tile_type_of(w.type), w.n_rows, w.n_cols);
+    for (int64_t n = n0; n < n1; ++n) {
+        for (int64_t m = 0; m < m_rows; ++m) {
+            double s = 0.0;
+            for (int64_t i = 0; i < w.n_cols; ++i)
+                s += double(x[m * w.n_cols + i]) *
+                     quant::round_to_fp16(quant::tile_value(l, w.data, n, i));
             y[m * ldy + n] = static_cast<float>(s);
         }
     }

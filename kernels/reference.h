@@ -11,6 +11,9 @@ void round_rows_bf16(const float* x, float* y, int64_t k, int64_t r0, int64_t r1
 void quantize_rows_q8_0(const float* x, quant::BlockQ8_0* y, int64_t k, int64_t r0, int64_t r1);
 void matmul_float(const float* x, int64_t m_rows, const WeightView& w, float* y, int64_t ldy,
                   int64_t n0, int64_t n1);
+// W in a tile format: each weight rounded to fp16 (the NPU's tables), sums in double.
+void matmul_tile(const float* x, int64_t m_rows, const WeightView& w, float* y, int64_t ldy,
+                 int64_t n0, int64_t n1);
 void matmul_q8(const quant::BlockQ8_0* xq, int64_t m_rows, const WeightView& w, float* y,
                int64_t ldy, int64_t n0, int64_t n1);
 void rms_norm(const float* x, const float* w, float* y, int64_t k, float eps, int64_t r0,

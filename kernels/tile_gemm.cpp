@@ -7,8 +7,11 @@
 #include "hwy/highway.h"
 #include "kernels/tile_simd-inl.h"
 
+#include <algorithm>
 #include <type_traits>
+#include <vector>
 
+#include "kernels/kernels.h"
 #include "kernels/tile_gemm.h"
 #include "quant/fp16.h"
 #include "quant/tile.h"
@@ -155,6 +158,20 @@ void dequant_tile_strip_kn(const quant::TileLayout& l, const uint8_t* strip, flo
 void matmul_kn32(const float* x, int64_t m_rows, int64_t k, const float* w, float* y, int64_t ldy,
                  int64_t n) {
     HWY_DYNAMIC_DISPATCH(MatmulKN32)(x, m_rows, k, w, y, ldy, n);
+}
+
+void matmul_tile(const float* x, int64_t m_rows, const WeightView& w, float* y, int64_t ldy,
+                 int64_t n0, int64_t n1) {
+    const auto type = quant::tile_type_of(w.type);
+    HWY_ASSERT(type && n0 % quant::kTileDim == 0);
+    const quant::TileLayout l = quant::tile_layout(*type, w.n_rows, w.n_cols);
+    std::vector<float> buf(static_cast<size_t>(l.k_tiles * quant::kTileDim * quant::kTileDim));
+    for (int64_t n = n0; n < n1; n += quant::kTileDim) {
+        const int64_t strip = n / quant::kTileDim;
+        dequant_tile_strip_kn(l, w.data + strip * l.strip_bytes(), buf.data());
+        matmul_kn32(x, m_rows, w.n_cols, buf.data(), y + n, ldy,
+                    std::min<int64_t>(quant::kTileDim, n1 - n));
+    }
 }
 
 void matmul_kn32_ref(const float* x, int64_t m_rows, int64_t k, const float* w, float* y,

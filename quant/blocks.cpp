@@ -90,12 +90,17 @@ void dequantize_row(format::TensorType type, const void* src, float* dst, int64_
             }
             return;
         }
+        case TensorType::TQ4:
+        case TensorType::TQ8:
+        case TensorType::TF16:
+            break;  // whole-matrix tile formats have no rows (quant/tile.h)
     }
     assert(false && "unhandled tensor type");
 }
 
 size_t row_bytes(format::TensorType type, int64_t n) {
     const auto& info = format::tensor_type_info(type);
+    if (info.tiled) return 0;  // a tile-format matrix has no rows of its own (quant/tile.h)
     return static_cast<size_t>(n / info.block_elems) * info.block_bytes;
 }
 
@@ -123,6 +128,10 @@ void quantize_row(format::TensorType type, const float* x, void* dst, int64_t n)
         case TensorType::Q4_0:
             quantize_row_q4_0(x, static_cast<BlockQ4_0*>(dst), n);
             return;
+        case TensorType::TQ4:
+        case TensorType::TQ8:
+        case TensorType::TF16:
+            break;  // whole-matrix tile formats have no rows (quant/tile.h)
     }
     assert(false && "unhandled tensor type");
 }

@@ -29,10 +29,12 @@ static_assert(sizeof(BlockQ4_0) == 18, "Q4_0 block must match llama.cpp's 18 byt
 void quantize_row_q8_0(const float* x, BlockQ8_0* y, int64_t n);
 void quantize_row_q4_0(const float* x, BlockQ4_0* y, int64_t n);
 
-// Scalar dequantisation of n elements of any supported type (the reference twin of the SIMD
-// kernels). `src` points at the first block / element.
+// Scalar dequantisation of n elements of a row format (F32, F16, BF16, Q8_0, Q4_0: the reference
+// twin of the SIMD kernels). `src` points at the first block / element. The tile formats have no
+// rows of their own: quant::dequantize_matrix_row (quant/tile.h) reads a row of any matrix.
 void dequantize_row(format::TensorType type, const void* src, float* dst, int64_t n);
-// Bytes that n elements of `type` occupy (n a multiple of the block size).
+// Bytes that n elements of a row format occupy (n a multiple of the block size); 0 for a tile
+// format.
 size_t row_bytes(format::TensorType type, int64_t n);
 
 // Writes n float32 values as `type` (F32, F16, BF16, Q8_0, Q4_0).

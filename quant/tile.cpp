@@ -73,6 +73,31 @@ const char* tile_type_name(TileType t) {
     return "?";
 }
 
+format::TensorType tensor_type_of(TileType t) {
+    switch (t) {
+        case TileType::TQ4:
+            return format::TensorType::TQ4;
+        case TileType::TQ8:
+            return format::TensorType::TQ8;
+        case TileType::TF16:
+            return format::TensorType::TF16;
+    }
+    return format::TensorType::TQ4;
+}
+
+std::optional<TileType> tile_type_of(format::TensorType t) {
+    switch (t) {
+        case format::TensorType::TQ4:
+            return TileType::TQ4;
+        case format::TensorType::TQ8:
+            return TileType::TQ8;
+        case format::TensorType::TF16:
+            return TileType::TF16;
+        default:
+            return std::nullopt;
+    }
+}
+
 TileLayout tile_layout(TileType type, int64_t n_rows, int64_t n_cols) {
     TileLayout l;
     l.type = type;
@@ -91,6 +116,8 @@ TileLayout tile_layout(TileType type, int64_t n_rows, int64_t n_cols) {
             l.tile_bytes = kTileDim * kTileDim * sizeof(uint16_t);
             break;
     }
+    // The GGUF reader sizes these tensors from format/'s table: the two must agree.
+    assert(l.tile_bytes == format::tensor_type_info(tensor_type_of(type)).block_bytes);
     return l;
 }
 
@@ -230,6 +257,24 @@ float tile_value(const TileLayout& l, const uint8_t* data, int64_t n, int64_t k)
             return fp16_to_fp32(reinterpret_cast<const uint16_t*>(tile)[p]);
     }
     return 0.0f;
+}
+
+size_t matrix_bytes(format::TensorType type, int64_t n_rows, int64_t n_cols) {
+    if (const auto tile = tile_type_of(type))
+        return tile_layout(*tile, n_rows, n_cols).total_bytes();
+    return row_bytes(type, n_cols) * static_cast<size_t>(n_rows);
+}
+
+void dequantize_matrix_row(format::TensorType type, const uint8_t* data, int64_t n_rows,
+                           int64_t n_cols, int64_t r, float* out) {
+    assert(r >= 0 && r < n_rows);
+    if (const auto tile = tile_type_of(type)) {
+        const TileLayout l = tile_layout(*tile, n_rows, n_cols);
+        for (int64_t k = 0; k < n_cols; ++k)
+            out[k] = tile_value(l, data, r, k);
+        return;
+    }
+    dequantize_row(type, data + static_cast<size_t>(r) * row_bytes(type, n_cols), out, n_cols);
 }
 
 }  // namespace llada::quant

@@ -34,6 +34,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "format/tensor_type.h"
 
@@ -45,6 +46,11 @@ constexpr int kTileGroupsPerSuper = 8;  // groups per super-block
 
 enum class TileType { TQ4, TQ8, TF16 };
 const char* tile_type_name(TileType t);
+
+// The GGUF tensor type that stores a matrix in tile format `t` (format/tensor_type.h), and back:
+// nullopt for the row formats (F32, F16, BF16, Q8_0, Q4_0).
+format::TensorType tensor_type_of(TileType t);
+std::optional<TileType> tile_type_of(format::TensorType t);
 
 struct SuperBlockTQ4 {
     uint16_t d[kTileGroupsPerSuper];
@@ -93,5 +99,15 @@ void dequantize_tile_strip_kn(const TileLayout& l, const uint8_t* strip, float* 
 
 // The scalar reference: element (n, k) of the matrix (exact float value).
 float tile_value(const TileLayout& l, const uint8_t* data, int64_t n, int64_t k);
+
+// Bytes of an n_rows x n_cols matrix stored as `type` (a row format or a tile format, padding
+// included).
+size_t matrix_bytes(format::TensorType type, int64_t n_rows, int64_t n_cols);
+
+// Row r (n_cols exact float values) of an n_rows x n_cols matrix stored as `type`, a row format
+// (quant::dequantize_row of its r-th row) or a tile format: how embeddings and re-quantisation
+// read a matrix whatever its layout.
+void dequantize_matrix_row(format::TensorType type, const uint8_t* data, int64_t n_rows,
+                           int64_t n_cols, int64_t r, float* out);
 
 }  // namespace llada::quant

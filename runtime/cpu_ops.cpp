@@ -9,6 +9,7 @@
 #include "quant/blocks.h"
 #include "quant/fp16.h"
 #include "quant/packed.h"
+#include "quant/tile.h"
 
 namespace llada::runtime {
 namespace {
@@ -60,13 +61,16 @@ namespace {
 // Vocabulary entries per task of the fused LM head: the chunk's logits for all output rows
 // stay in a small per-thread buffer.
 constexpr int64_t kLmChunk = 256;
+static_assert(kLmChunk % quant::kTileDim == 0, "LM head chunks start at tile strips");
 
 // y[:, n0:n1] = x W^T for m rows of x prepared as `act` (float rows, or Q8_0 rows when the
 // weights are quantised; lut: Q4_0 weights dequantised through the table, float rows).
 void matmul_rows(const uint8_t* x, kernels::ActKind act, bool lut, int64_t m,
                  const kernels::WeightView& w, float* y, int64_t ldy, int64_t n0, int64_t n1) {
     const float* xf = reinterpret_cast<const float*>(x);
-    if (lut) {
+    if (quant::tile_type_of(w.type)) {
+        kernels::matmul_tile(xf, m, w, y, ldy, n0, n1);
+    } else if (lut) {
         kernels::matmul_q4_lut(xf, m, w, y, ldy, n0, n1);
     } else if (act == kernels::ActKind::Q8_0) {
         kernels::matmul_q8(x, m, w, y, ldy, n0, n1);
@@ -122,8 +126,8 @@ void CpuOps::run(const ArenaView& a, LmHeadScratch& s, const Op& op, const Batch
             const int64_t d = op.weight.n_cols;
             parallel_ranges(b.n_rows, d, [&](int64_t lo, int64_t hi) {
                 for (int64_t r = lo; r < hi; ++r) {
-                    quant::dequantize_row(op.weight.type, op.weight.row(b.tokens[r]), out + r * d,
-                                          d);
+                    quant::dequantize_matrix_row(op.weight.type, op.weight.data, op.weight.n_rows,
+                                                 d, b.tokens[r], out + r * d);
                 }
             });
             return;
@@ -152,14 +156,15 @@ void CpuOps::run(const ArenaView& a, LmHeadScratch& s, const Op& op, const Batch
             const int64_t m = rows_of(op.out);
             const int64_t n = op.weight.n_rows;
             float* y = a.f32(op.out);
-            if (op.weight.packed || op.lut || op.act == kernels::ActKind::Q8_0) {
-                // Packed weights come in groups of 16 rows: split on group boundaries.
-                const int64_t groups = (n + quant::kPackRows - 1) / quant::kPackRows;
-                parallel_ranges(groups, quant::kPackRows * m * op.weight.n_cols,
-                                [&](int64_t lo, int64_t hi) {
-                                    matmul_range(a, op, m, op.weight, y, n, quant::kPackRows * lo,
-                                                 std::min(n, quant::kPackRows * hi));
-                                });
+            const bool tiled = quant::tile_type_of(op.weight.type).has_value();
+            if (tiled || op.weight.packed || op.lut || op.act == kernels::ActKind::Q8_0) {
+                // Packed weights come in groups of 16 rows, tile formats in strips of 32: split
+                // on their boundaries.
+                const int64_t g = tiled ? quant::kTileDim : quant::kPackRows;
+                const int64_t groups = (n + g - 1) / g;
+                parallel_ranges(groups, g * m * op.weight.n_cols, [&](int64_t lo, int64_t hi) {
+                    matmul_range(a, op, m, op.weight, y, n, g * lo, std::min(n, g * hi));
+                });
             } else {
                 parallel_ranges(n, m * op.weight.n_cols, [&](int64_t lo, int64_t hi) {
                     matmul_range(a, op, m, op.weight, y, n, lo, hi);
@@ -310,8 +315,16 @@ void CpuOps::run(const ArenaView& a, LmHeadScratch& s, const Op& op, const Batch
             pool_.parallel_for(chunks, [&](int64_t c, int thread) {
                 const int64_t v0 = c * kLmChunk, len = std::min(kLmChunk, V - v0);
                 kernels::WeightView wc = op.weight;
-                wc.data = op.weight.row(v0);
                 wc.n_rows = len;
+                if (const auto tile = quant::tile_type_of(op.weight.type)) {
+                    // kLmChunk is a multiple of 32: the chunk starts at a strip.
+                    wc.data = op.weight.data +
+                              (v0 / quant::kTileDim) *
+                                  quant::tile_layout(*tile, op.weight.n_rows, op.weight.n_cols)
+                                      .strip_bytes();
+                } else {
+                    wc.data = op.weight.row(v0);
+                }
                 if (op.weight.packed) {
                     wc.packed =
                         op.weight.packed +

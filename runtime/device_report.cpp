@@ -45,6 +45,8 @@ std::string DeviceReport::summary() const {
                 "prefetch busy %.1f ms (projected, overlapped)",
                 resident_bytes / 1e9, streamed_bytes / 1e9, ring_slots, prefetch_us / 1e3);
         }
+        line("  host: %.2f GB of tile copies of the weights (0: the file is in tile formats)",
+             host_tile_copy_bytes / 1e9);
     }
     return s;
 }

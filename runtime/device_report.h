@@ -40,6 +40,9 @@ struct DeviceReport {
     size_t resident_bytes = 0;  // optimised: weights kept in the window
     size_t streamed_bytes = 0;  // optimised: weights streamed through the ring per forward
     int ring_slots = 0;
+    // Host memory of the tile copies npu-sim made of the model's weights (measured, not
+    // projected): 0 when the file already stores its matrices in the tile formats it reads.
+    size_t host_tile_copy_bytes = 0;
 
     double host_s = 0;  // measured host wall time inside execute() (not projected)
 

@@ -379,7 +379,7 @@ class NpuSimDevice : public Device {
                 cp.offset[tw] = offset;
                 const TileWeight& w = d.weights_[cp.ids[tw]];
                 d.content_.record(offset, w.bytes(), cp.ids[tw]);
-                if (functional) std::memcpy(d.window_->data() + offset, w.host.get(), w.bytes());
+                if (functional) std::memcpy(d.window_->data() + offset, w.data, w.bytes());
             }
             void run(int i) {
                 if (functional) d.run_op(cp, i, padded, real, kv);
@@ -502,6 +502,8 @@ class NpuSimDevice : public Device {
         report_.projected = true;
         report_.functional = !opt_.timing_only;
         report_.window_bytes = npu_.window_bytes;
+        for (const TileWeight& t : weights_)  // the copies live as long as the device
+            if (t.host) report_.host_tile_copy_bytes += t.bytes();
         frag_sum_ = 0;
         frag_n_ = 0;
     }
@@ -542,6 +544,7 @@ class NpuSimDevice : public Device {
             t.layout = quant::tile_layout(type, w.n_rows, w.n_cols);
         } else {
             t = convert_to_tiles(ops_, w, type);
+            if (t.host) report_.host_tile_copy_bytes += t.bytes();
         }
         weights_.push_back(std::move(t));
         const int id = static_cast<int>(weights_.size()) - 1;
@@ -593,8 +596,8 @@ class NpuSimDevice : public Device {
                     Prefetcher::Job job;
                     for (int w : cp.m.table.units[u].weights) {
                         const TileWeight& t = weights_[cp.ids[w]];
-                        job.push_back({t.host.get(), window_->data() + cp.layout.weight_offset[w],
-                                       t.bytes()});
+                        job.push_back(
+                            {t.data, window_->data() + cp.layout.weight_offset[w], t.bytes()});
                     }
                     cp.jobs.push_back(std::move(job));
                 }
@@ -634,7 +637,7 @@ class NpuSimDevice : public Device {
             const int id = cp.ids[w];
             if (content_.holds(off, id)) continue;
             const TileWeight& t = weights_[id];
-            if (functional) std::memcpy(window_->data() + off, t.host.get(), t.bytes());
+            if (functional) std::memcpy(window_->data() + off, t.data, t.bytes());
             content_.record(off, t.bytes(), id);
             one.add(Category::Copy, npu::copy_us(npu_, t.bytes()));
             report_.bytes_copied += t.bytes();

@@ -15,6 +15,10 @@ TileWeight convert_to_tiles(CpuOps& ops, const kernels::WeightView& w, quant::Ti
     TileWeight t;
     t.key = w.data;
     t.layout = quant::tile_layout(type, w.n_rows, w.n_cols);
+    if (quant::tile_type_of(w.type) == type) {
+        t.data = w.data;
+        return t;
+    }
     const size_t bytes = (t.layout.total_bytes() + 63) / 64 * 64;
     t.host = aligned_bytes(bytes, "npu-sim's tile copy of a weight");
     const int64_t k = w.n_cols;
@@ -27,12 +31,15 @@ TileWeight convert_to_tiles(CpuOps& ops, const kernels::WeightView& w, quant::Ti
         for (int64_t s = task * per_task; s < std::min(strips, (task + 1) * per_task); ++s) {
             const int64_t r0 = s * quant::kTileDim;
             const int64_t r1 = std::min(w.n_rows, r0 + quant::kTileDim);
-            for (int64_t r = r0; r < r1; ++r)
-                quant::dequantize_row(w.type, w.row(r), rows.data() + (r - r0) * k, k);
+            for (int64_t r = r0; r < r1; ++r) {
+                quant::dequantize_matrix_row(w.type, w.data, w.n_rows, k, r,
+                                             rows.data() + (r - r0) * k);
+            }
             quant::quantize_tile_strips(t.layout, rows.data(), k, s, s + 1,
                                         t.host.get() + s * t.layout.strip_bytes());
         }
     });
+    t.data = t.host.get();
     return t;
 }
 

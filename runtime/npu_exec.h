@@ -19,12 +19,14 @@ namespace llada::runtime {
 struct TileWeight {
     const uint8_t* key = nullptr;  // the model weight's data pointer
     quant::TileLayout layout;
-    AlignedBytes host;
+    AlignedBytes host;              // the converted copy (empty when the file is in `type`)
+    const uint8_t* data = nullptr;  // the tiles: host's bytes or the model file's own
     size_t bytes() const { return layout.total_bytes(); }
 };
 
-// Converts `w` (any GGUF type) to `type`, strips in parallel on the pool: each strip of 32 rows
-// is dequantised exactly to float32 and re-quantised per 2x16 group.
+// `w` as tiles of `type`. A weight the file already stores in `type` is used in place (no copy);
+// any other (a row format, or another tile format) is converted strips in parallel on the pool:
+// each strip of 32 rows is dequantised exactly to float32 and re-quantised per 2x16 group.
 TileWeight convert_to_tiles(CpuOps& ops, const kernels::WeightView& w, quant::TileType type);
 
 // Per-thread scratch of the NPU matmuls: one dequantised strip (32 x K') and one logits tile.

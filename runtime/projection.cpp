@@ -27,7 +27,7 @@ WeightRecipe parse_weight_recipe(const std::string& name) {
     if (name == "tq4") return WeightRecipe::Tq4;
     throw Error(
         "--npu-weights must be 'model' (the model's precision: Q4_0 -> TQ4, Q8_0 -> TQ8, "
-        "float -> TF16) or 'tq4' (TQ4, TQ8 for FFN down), got '" +
+        "float -> TF16, tile formats as they are) or 'tq4' (TQ4, TQ8 for FFN down), got '" +
         name + "'");
 }
 
@@ -37,6 +37,7 @@ quant::TileType npu_weight_type(format::TensorType type, const std::string& op_n
         const bool ffn_down = op_name.find("ffn_down") != std::string::npos;
         return ffn_down ? quant::TileType::TQ8 : quant::TileType::TQ4;
     }
+    if (const auto tile = quant::tile_type_of(type)) return *tile;  // a file already in tiles
     switch (type) {
         case format::TensorType::Q4_0:
             return quant::TileType::TQ4;
@@ -86,7 +87,8 @@ PlanProjection project_plan(const Plan& plan, bool on_npu, bool lm_head_on_npu,
                 quant::tile_layout(t, op.weight.n_rows, op.weight.n_cols).total_bytes();
             p.dequant[i] = t != quant::TileType::TF16;
         } else {
-            p.weight_bytes[i] = op.weight.row_bytes * static_cast<size_t>(op.weight.n_rows);
+            p.weight_bytes[i] =
+                quant::matrix_bytes(op.weight.type, op.weight.n_rows, op.weight.n_cols);
         }
     }
     return p;
@@ -130,7 +132,11 @@ npu::OpWork op_work(const Plan& plan, const PlanProjection& proj, int i, const n
     const double k = op.in0 >= 0 ? static_cast<double>(plan.tensors[op.in0].cols) : 0.0;
     switch (op.kind) {
         case OpKind::Embed:
-            w.dram_bytes = static_cast<double>(s.rows) * static_cast<double>(op.weight.row_bytes);
+            // One row of the table per token (a tile format's row: its share of the bytes).
+            w.dram_bytes = static_cast<double>(s.rows) *
+                           static_cast<double>(quant::matrix_bytes(op.weight.type, op.weight.n_rows,
+                                                                   op.weight.n_cols)) /
+                           static_cast<double>(op.weight.n_rows);
             w.vector_ops = m * static_cast<double>(op.weight.n_cols);
             w.vector_bytes = w.vector_ops * ab;
             break;

@@ -1,6 +1,6 @@
 // llada-quantize: re-quantise a GGUF (the matrices to one type, the head kept at Q8_0 under
-// Q4_0 unless --pure), or write a random-weight model of any shape (up to LLaDA-8B's and
-// Dream-7B's) for speed and memory work.
+// Q4_0 and FFN down at TQ8 under TQ4 unless --pure), or write a random-weight model of any shape
+// (up to LLaDA-8B's and Dream-7B's) for speed and memory work.
 #include <unistd.h>
 
 #include <chrono>
@@ -30,10 +30,14 @@ int main(int argc, char** argv) {
             "8b,layers=4 or d=1024,layers=8,heads=8,ffn=2816,vocab=32000 or arch=dream.\n"
             "Re-quantising to Q4_0 keeps output.weight (the head) at Q8_0, as llama-quantize\n"
             "keeps it at a higher precision (it picks Q6_K, which llada.cpp does not read);\n"
-            "--pure puts every matrix in --type. Synthetic models are always pure.");
+            "--pure puts every matrix in --type. Synthetic models are always pure.\n"
+            "TQ4, TQ8 and TF16 are llada.cpp's tile formats (docs/formats.md): matrices in the\n"
+            "NPU's 32x32 tile order, which npu-sim reads in place and the CPU runs with the NPU's\n"
+            "numerics; llama.cpp does not read them. --type TQ4 follows the published recipe\n"
+            "(TQ8 for every FFN down projection) unless --pure.");
         args.string({"--in"}, "FILE", "GGUF to re-quantise", &in);
         args.string({"--out"}, "FILE", "output GGUF", &out);
-        args.string({"--type"}, "TYPE", "F32, F16, BF16, Q8_0 or Q4_0", &type_name);
+        args.string({"--type"}, "TYPE", "F32, F16, BF16, Q8_0, Q4_0, TQ4, TQ8 or TF16", &type_name);
         bool pure = false, no_progress = false;
         args.flag({"--pure"}, "every 2-D tensor in --type (no higher-precision head)", &pure);
         args.flag({"--no-progress"}, "no progress line (drawn only on a terminal anyway)",

@@ -14,6 +14,7 @@
 #include "format/gguf_writer.h"
 #include "model/hf_model.h"
 #include "quant/blocks.h"
+#include "quant/tile.h"
 #include "util/error.h"
 
 namespace llada::tools {
@@ -71,14 +72,34 @@ uint32_t file_type(format::TensorType t) {
             return 7;
         case format::TensorType::BF16:
             return 32;
+        case format::TensorType::TQ4:
+        case format::TensorType::TQ8:
+        case format::TensorType::TF16:
+            // llama.cpp's file types stop well below 1024: the tile formats' own numbers.
+            return static_cast<uint32_t>(t);
     }
     return 0;
 }
 
-// Converts rows in parallel: row r of the output gets produce(r, scratch) quantised to `type`.
+// Converts rows in parallel: row r of the output gets produce(r, scratch) quantised to `type`;
+// for a tile format, strips of 32 rows at a time (quant/tile.h).
 template <typename Produce>
 format::GgufWriter::Fill rows_fill(format::TensorType type, int64_t n_rows, int64_t n_cols,
                                    runtime::ThreadPool& pool, Produce produce) {
+    if (const auto tile = quant::tile_type_of(type)) {
+        return [=, &pool](uint8_t* dst, size_t) {
+            const quant::TileLayout l = quant::tile_layout(*tile, n_rows, n_cols);
+            pool.parallel_for(l.n_strips, [&](int64_t s, int) {
+                const int64_t r0 = s * quant::kTileDim;
+                const int64_t r1 = std::min(n_rows, r0 + quant::kTileDim);
+                std::vector<float> rows(static_cast<size_t>((r1 - r0) * n_cols));
+                for (int64_t r = r0; r < r1; ++r)
+                    produce(r, rows.data() + (r - r0) * n_cols);
+                quant::quantize_tile_strips(l, rows.data(), n_cols, s, s + 1,
+                                            dst + s * l.strip_bytes());
+            });
+        };
+    }
     return [=, &pool](uint8_t* dst, size_t) {
         const size_t rb = quant::row_bytes(type, n_cols);
         const int64_t chunk = std::max<int64_t>(1, n_rows / (pool.size() * 8));
@@ -104,6 +125,12 @@ format::GgufWriter::Fill with_progress(bool on, int index, int total, const std:
         std::fflush(stderr);
         fill(dst, n);
     };
+}
+
+std::string tile_moe_message(format::TensorType type) {
+    return std::string("the tile format ") + format::tensor_type_info(type).name +
+           " holds 2-D matrices only, and npu-sim, which reads it, does not run mixture-of-"
+           "experts models; quantise llada-moe to Q4_0 or Q8_0";
 }
 
 }  // namespace
@@ -235,14 +262,16 @@ format::TensorType parse_type(const std::string& name) {
     for (char& c : u)
         c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
     for (auto t : {format::TensorType::F32, format::TensorType::F16, format::TensorType::BF16,
-                   format::TensorType::Q8_0, format::TensorType::Q4_0}) {
+                   format::TensorType::Q8_0, format::TensorType::Q4_0, format::TensorType::TQ4,
+                   format::TensorType::TQ8, format::TensorType::TF16}) {
         if (u == format::tensor_type_info(t).name) return t;
     }
-    throw Error("unknown weight type '" + name + "' (F32, F16, BF16, Q8_0, Q4_0)");
+    throw Error("unknown weight type '" + name + "' (F32, F16, BF16, Q8_0, Q4_0, TQ4, TQ8, TF16)");
 }
 
 void write_synthetic(const SyntheticShape& s, format::TensorType type, uint64_t seed,
                      const std::string& path, runtime::ThreadPool& pool, bool progress) {
+    if (quant::tile_type_of(type) && s.n_expert > 0) throw Error(tile_moe_message(type));
     format::GgufWriter w;
     const std::string a = s.arch;
     const int64_t hd = s.n_embd / s.n_head;
@@ -392,6 +421,11 @@ void write_synthetic(const SyntheticShape& s, format::TensorType type, uint64_t 
 }
 
 format::TensorType mix_type(const std::string& name, format::TensorType type, bool tied) {
+    if (type == format::TensorType::TQ4) {
+        // The published NPU recipe (docs/npu-facts.md): TQ4 everywhere, TQ8 for FFN down.
+        const bool ffn_down = name.find("ffn_down") != std::string::npos;
+        return ffn_down ? format::TensorType::TQ8 : type;
+    }
     const bool head = name == "output.weight" || (tied && name == "token_embd.weight");
     return head && type == format::TensorType::Q4_0 ? format::TensorType::Q8_0 : type;
 }
@@ -420,23 +454,25 @@ void requantize(const std::string& in, const std::string& out, format::TensorTyp
             continue;
         }
         const format::TensorType type = pure ? out_type : mix_type(t.name, out_type, tied);
+        if (quant::tile_type_of(type) && t.n_dims != 2) {
+            throw Error("tensor '" + t.name + "': " + tile_moe_message(type));
+        }
         const auto& info = format::tensor_type_info(type);
-        if (t.ne[0] % info.block_elems != 0) {
+        if (!info.tiled && t.ne[0] % info.block_elems != 0) {
             throw Error("tensor '" + t.name + "' has rows of " + std::to_string(t.ne[0]) +
                         " values, not a multiple of " + info.name + "'s block size " +
                         std::to_string(info.block_elems));
         }
         const int64_t cols = static_cast<int64_t>(t.ne[0]);
-        const size_t in_rb = quant::row_bytes(t.type, cols);
+        const int64_t rows = static_cast<int64_t>(t.n_elements / t.ne[0]);
         const uint8_t* src = t.data;
         const format::TensorType src_type = t.type;
         w.add_tensor(t.name, type, ne,
                      with_progress(progress, ++index, n_matrices, t.name,
-                                   rows_fill(type, static_cast<int64_t>(t.n_elements / t.ne[0]),
-                                             cols, pool, [=](int64_t r, float* row) {
-                                                 quant::dequantize_row(src_type, src + r * in_rb,
-                                                                       row, cols);
-                                             })));
+                                   rows_fill(type, rows, cols, pool, [=](int64_t r, float* row) {
+                                       quant::dequantize_matrix_row(src_type, src, rows, cols, r,
+                                                                    row);
+                                   })));
     }
     w.write(out);
     if (progress) std::fputc('\n', stderr);
