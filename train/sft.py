@@ -29,7 +29,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import tasks  # noqa: E402
 import vocab  # noqa: E402
-from model import Config, Model, export_gguf  # noqa: E402
+from gguf_io import GGUFReader  # noqa: E402
+from model import Config, Model, export_gguf, load_gguf  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT_DIR = os.path.join(ROOT, "train", "out")
@@ -159,6 +160,43 @@ def llada_mask(tokens, resp, t, generator):
     return noisy, masked, p
 
 
+def block_mask(tokens, resp, t, block_length, block_frac, generator):
+    """The block-wise forward process (the inference canvas of block-by-block decoding).
+
+    A row is a block row with probability block_frac, else a uniform row (llada_mask's process).
+    A block row draws one block k of its response uniformly: blocks before k are clean, block k's
+    positions are masked with probability p = (1 - eps) t + eps, every later block is all MASK,
+    and only block k's masked positions carry loss, each weighted 1 / (p * block_length). A
+    uniform row's masked positions are weighted 1 / (p * response length), as in LLaDA's SFT.
+    Block-by-block decoding only ever shows the model a clean prefix, a partly masked current
+    block and a masked future, so the block rows spend the training on that distribution; the
+    uniform rows keep the model able to read partly decoded later blocks (speculation).
+    Returns (noisy tokens, loss positions bool, weight [B, L])."""
+    B, L = tokens.shape
+    p = ((1 - EPS) * t + EPS)[:, None].expand(B, L)
+    u = torch.rand((B, L), generator=generator)
+    is_block = (torch.rand((B, 1), generator=generator) < block_frac).expand(B, L)
+    start = resp.to(torch.int64).argmax(dim=1, keepdim=True)
+    n_resp = resp.sum(dim=1, keepdim=True)
+    n_blocks = torch.div(n_resp + block_length - 1, block_length, rounding_mode="floor")
+    k = (torch.rand((B, 1), generator=generator) * n_blocks).floor().to(torch.int64)
+    blk = torch.div(torch.arange(L)[None, :] - start, block_length, rounding_mode="floor")
+    hit = (u < p) & resp
+    current = hit & (blk == k)
+    later = resp & (blk > k)
+    masked = torch.where(is_block, current | later, hit)
+    loss_at = torch.where(is_block, current, hit)
+    norm = torch.where(is_block, torch.full_like(p, float(block_length)), n_resp.expand(B, L).to(p.dtype))
+    noisy = torch.where(masked, torch.full_like(tokens, vocab.MASK), tokens)
+    return noisy, loss_at, 1.0 / (p * norm)
+
+
+def weighted_loss_from_logits(logits, tokens, loss_at, weight, n_rows):
+    """Sum over the loss positions of CE x weight, divided by n_rows (the batch size)."""
+    ce = F.cross_entropy(logits[loss_at], tokens[loss_at], reduction="none")
+    return torch.sum(ce * weight[loss_at]) / n_rows
+
+
 def llada_loss_from_logits(logits, tokens, masked, p, resp, n_rows):
     """LLaDA SFT loss: sum over masked response positions of CE / p, each row's sum divided by
     its response length, summed over rows, divided by n_rows (the batch size)."""
@@ -226,19 +264,43 @@ def ar_twin_checkpoint(preset, seed, threads):
     except (OSError, ValueError):
         ok = False
     if not ok:
+        shipped = os.path.join(MODELS_DIR, name + ".gguf")
+        if os.path.exists(shipped) and _shipped_recipe(shipped) == _recipe("llama", preset, seed):
+            # The shipped twin holds the same F32 weights final.pt would: reuse it.
+            model, _ = load_gguf(shipped)
+            os.makedirs(out_dir, exist_ok=True)
+            torch.save(model.state_dict(), path)
+            print(f"initialising from the shipped AR twin {os.path.relpath(shipped, ROOT)}", flush=True)
+            return path
         print(f"training the AR twin {name} first", flush=True)
         train("llama", preset, seed=seed, threads=threads)
     return path
 
 
+def _recipe(arch, preset, seed):
+    """The recipe part of the description export() writes (name, command, seed, steps, batch)."""
+    tr = PRESETS[preset]["train"]
+    steps = tr["steps"] if arch == "llada" else tr["ar_steps"]
+    return (f"{NAMES[(arch, preset)]}: train/{'train_llada' if arch == 'llada' else 'train_ar'}.py "
+            f"--preset {preset} (seed {seed}, {steps} steps of batch {tr['batch']}")
+
+
+def _shipped_recipe(path):
+    desc = str(GGUFReader(path).metadata.get("general.description", ""))
+    return desc[:-1] if desc.endswith(")") else desc
+
+
 def train(arch, preset, steps=None, batch=None, lr=None, seed=0, name=None, out_dir=None,
           export_path=None, ckpt_every=500, log_every=25, chunks=2, threads=2,
-          stratified=True, warmup=100, weight_decay=0.01, init="ar", resume=None, resume_step=0):
+          stratified=True, warmup=100, weight_decay=0.01, init="ar", resume=None, resume_step=0,
+          objective=None, block_frac=None):
     """init: "ar" (LLaDA only): start from the preset's AR twin; "random": from random weights.
     resume/resume_step: continue an interrupted run from a checkpoint written at resume_step; the
     learning-rate schedule and the data stream continue where they were, but AdamW's moments and
     the masking generator restart (they are not checkpointed), so the result is close to, not
-    bit-identical with, an uninterrupted run. run.json records the resume."""
+    bit-identical with, an uninterrupted run. run.json records the resume.
+    objective (LLaDA only): "uniform" (LLaDA's SFT masking, the default) or "block" (block_mask,
+    block_frac of the rows block-wise); None takes the preset's."""
     spec = PRESETS[preset]
     tr = dict(spec["train"])
     steps = steps or (tr["steps"] if arch == "llada" else tr["ar_steps"])
@@ -266,11 +328,16 @@ def train(arch, preset, steps=None, batch=None, lr=None, seed=0, name=None, out_
                             lr=lr, betas=(0.9, 0.98), eps=1e-8)
     # The AR twin and the LLaDA stage draw from different streams of the same distribution.
     task_names, gen_length, block_length = suite_of(preset)
+    objective = objective or tr.get("objective", "uniform")
+    block_frac = tr.get("block_frac", 0.8) if block_frac is None else block_frac
     stream = TaskStream(seed if arch == "llama" else f"{seed}|llada", task_names)
     gen = torch.Generator().manual_seed(seed + 1)
     run = dict(arch=arch, preset=preset, name=name, steps=steps, batch=batch, lr=lr, seed=seed,
                warmup=warmup, weight_decay=weight_decay, chunks=chunks, threads=threads,
-               stratified_t=stratified, gen_length=gen_length, tasks=list(task_names),
+               stratified_t=stratified, gen_length=gen_length, block_length=block_length,
+               objective=objective if arch == "llada" else "next-token",
+               block_frac=block_frac if arch == "llada" and objective == "block" else None,
+               tasks=list(task_names),
                config=asdict(model.cfg), n_params=model.n_params(), init=init if arch == "llada" else "random",
                init_from=os.path.relpath(init_from, ROOT) if init_from else None,
                torch=torch.__version__, command=" ".join(sys.argv))
@@ -305,7 +372,12 @@ def train(arch, preset, steps=None, batch=None, lr=None, seed=0, name=None, out_
         for c in range(chunks):
             idx = order[c * batch // chunks:(c + 1) * batch // chunks]
             tokens, valid, resp = collate([rows[i] for i in idx])
-            if arch == "llada":
+            if arch == "llada" and objective == "block":
+                noisy, loss_at, weight = block_mask(tokens, resp, t[idx], block_length,
+                                                    block_frac, gen)
+                logits = forward_padded(model, noisy, valid)
+                loss = weighted_loss_from_logits(logits, tokens, loss_at, weight, batch)
+            elif arch == "llada":
                 noisy, masked, p = llada_mask(tokens, resp, t[idx], gen)
                 logits = forward_padded(model, noisy, valid)
                 loss = llada_loss_from_logits(logits, tokens, masked, p, resp, batch)
@@ -336,6 +408,8 @@ def train(arch, preset, steps=None, batch=None, lr=None, seed=0, name=None, out_
     if export_path:
         desc = (f"{name}: train/{'train_llada' if arch == 'llada' else 'train_ar'}.py "
                 f"--preset {preset} (seed {seed}, {steps} steps of batch {batch}")
+        if arch == "llada" and objective == "block":
+            desc += f", block-wise objective, {block_frac:g} of the rows"
         if init_from:
             desc += f", initialised from the AR twin {os.path.relpath(init_from, ROOT)}"
         export(model, export_path, name, dict(description=desc + ")"), gen_length, block_length)
@@ -368,8 +442,14 @@ def main(arch):
     if arch == "llada":
         ap.add_argument("--init", default="ar", choices=["ar", "random"],
                         help="start from the preset's AR twin (default) or from random weights")
+        ap.add_argument("--objective", choices=["uniform", "block"],
+                        help="masking of the SFT loss: uniform (LLaDA's, the default) or block "
+                             "(sft.block_mask; tried for tiny-llada-l, see models/README.md)")
+        ap.add_argument("--block-frac", type=float,
+                        help="with --objective block: the share of block-wise rows (default 0.8)")
     args = ap.parse_args()
     train(arch, args.preset, steps=args.steps, batch=args.batch, lr=args.lr, seed=args.seed,
           name=args.name, out_dir=args.out, export_path=args.export, ckpt_every=args.ckpt_every,
           threads=args.threads, init=getattr(args, "init", "random"), resume=args.resume,
-          resume_step=args.resume_step)
+          resume_step=args.resume_step, objective=getattr(args, "objective", None),
+          block_frac=getattr(args, "block_frac", None))

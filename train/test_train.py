@@ -41,6 +41,48 @@ class TestObjective(unittest.TestCase):
             noisy, masked, p = sft.llada_mask(tokens, resp, torch.rand(2, generator=g), g)
             self.assertFalse(bool((masked & ~resp).any()))
 
+    def test_block_mask_is_the_block_decoding_canvas(self):
+        # Two rows of different prompt lengths, response 16 in blocks of 4; every row block-wise.
+        rows = [sft.encode_row("12+35=", "47", "llada", 16),
+                sft.encode_row("sort 55 44 33:", "33 44 55", "llada", 16)]
+        tokens, valid, resp = sft.collate(rows)
+        g = torch.Generator().manual_seed(1)
+        seen_blocks = set()
+        for _ in range(200):
+            t = torch.rand(2, generator=g)
+            noisy, loss_at, weight = sft.block_mask(tokens, resp, t, 4, 1.0, g)
+            for r, (_, plen) in enumerate(rows):
+                m = (noisy[r] == vocab.MASK).tolist()
+                self.assertFalse(any(m[:plen]))  # the prompt is never masked
+                masked_blocks = [b for b in range(4) if any(m[plen + 4 * b:plen + 4 * b + 4])]
+                if not bool(loss_at[r].any()):
+                    # Block k drew no mask: what is masked is whole later blocks only.
+                    for b in masked_blocks:
+                        self.assertTrue(all(m[plen + 4 * b:plen + 4 * b + 4]))
+                    self.assertEqual(masked_blocks, list(range(4 - len(masked_blocks), 4)))
+                    continue
+                k = masked_blocks[0]
+                seen_blocks.add(k)
+                # Every later block is all MASK, every earlier one clean.
+                for b in range(k + 1, 4):
+                    self.assertTrue(all(m[plen + 4 * b:plen + 4 * b + 4]))
+                # Loss exactly on block k's masked positions, weighted 1 / (p * 4).
+                for i in range(tokens.shape[1]):
+                    in_k = plen + 4 * k <= i < plen + 4 * k + 4
+                    self.assertEqual(bool(loss_at[r, i]), in_k and m[i])
+                p = (1 - sft.EPS) * float(t[r]) + sft.EPS
+                w = weight[r][loss_at[r]]
+                if len(w):
+                    self.assertTrue(torch.allclose(w, torch.full_like(w, 1 / (p * 4))))
+        self.assertEqual(seen_blocks, {0, 1, 2, 3})
+        # block_frac 0: the uniform process with LLaDA's weights 1 / (p * response length).
+        t = torch.full((2,), 0.5)
+        noisy, loss_at, weight = sft.block_mask(tokens, resp, t, 4, 0.0, g)
+        self.assertTrue(torch.equal(loss_at, noisy == vocab.MASK))
+        self.assertFalse(bool((loss_at & ~resp).any()))
+        p = (1 - sft.EPS) * 0.5 + sft.EPS
+        self.assertTrue(torch.allclose(weight[loss_at], torch.full_like(weight[loss_at], 1 / (p * 16))))
+
     def test_response_padded_with_eos(self):
         ids, plen = sft.encode_row("1+1=", "02 => 2", "llada")
         self.assertEqual(ids[0], vocab.BOS)
