@@ -6,8 +6,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "decode/policy.h"
 #include "format/gguf.h"
@@ -237,5 +240,64 @@ TEST(Requantize, LladaMoeExpertsTakeTheTypeAndStayClose) {
                        std::to_string(max_d / max_w));
         fs::remove(q);
         fs::remove(dq);
+    }
+}
+
+// llama.cpp loads what llada-quantize writes in llama.cpp's formats, and refuses the tile formats
+// (opt-in: LLADA_LLAMA_CPP_BIN names the bin/ directory of an existing llama.cpp build with
+// llama-bench; nothing of llama.cpp is built or shipped here). Each file runs one 8-token prompt
+// through llama-bench, which loads the whole model and its vocabulary.
+TEST(Requantize, LlamaCppLoadsTheRowFormatsAndRefusesTheTileFormats) {
+    const char* bin = std::getenv("LLADA_LLAMA_CPP_BIN");
+    if (bin == nullptr || *bin == '\0') {
+        GTEST_SKIP() << "LLADA_LLAMA_CPP_BIN (a llama.cpp build's bin/ with llama-bench) is not "
+                        "set: skipped";
+    }
+    runtime::ThreadPool pool(2);
+    const std::string llada = "layers=2,d=128,heads=4,ffn=256,vocab=512,ctx=128";
+    struct Case {
+        std::string shape;
+        format::TensorType type;
+        bool loads;
+    };
+    const Case cases[] = {
+        {llada, format::TensorType::F16, true},
+        {llada, format::TensorType::BF16, true},
+        {llada, format::TensorType::Q8_0, true},
+        {llada, format::TensorType::Q4_0, true},
+        {"dream-7b,layers=2,d=128,heads=4,kv_heads=2,ffn=256,vocab=512,ctx=128",
+         format::TensorType::Q4_0, true},
+        {"llada-moe,layers=2,d=128,heads=4,experts=8,used=2,expert_ffn=64,vocab=512,ctx=128",
+         format::TensorType::Q8_0, true},
+        {llada, format::TensorType::TQ4, false},
+    };
+    auto llama_bench = [&](const fs::path& model) {
+        const fs::path log = temp("llama-bench.log");
+        const std::string cmd = std::string(bin) + "/llama-bench -m " + model.string() +
+                                " -p 8 -n 0 -r 1 -t 1 > " + log.string() + " 2>&1";
+        const int rc = std::system(cmd.c_str());
+        std::ifstream f(log);
+        std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+        fs::remove(log);
+        return std::make_pair(rc, text.size() > 2000 ? text.substr(text.size() - 2000) : text);
+    };
+    for (const Case& c : cases) {
+        SCOPED_TRACE(c.shape + " " + format::tensor_type_info(c.type).name);
+        const fs::path path = temp("llama.gguf");
+        tools::write_synthetic(tools::parse_shape(c.shape), c.type, 1, path.string(), pool);
+        const auto [rc, log] = llama_bench(path);
+        EXPECT_EQ(rc == 0, c.loads) << log;
+        fs::remove(path);
+    }
+    // A shipped model and the PyTorch-written Hugging Face directory, re-quantised with the mix
+    // rule (Q4_0 with the head at Q8_0): metadata and vocabulary carried over.
+    for (const fs::path src : {fs::path(LLADA_SOURCE_DIR) / "models" / "tiny-llada-s.gguf",
+                               fs::path(LLADA_TEST_DATA) / "hf" / "llada"}) {
+        SCOPED_TRACE(src.string());
+        const fs::path path = temp("llama-mix.gguf");
+        tools::requantize(src.string(), path.string(), format::TensorType::Q4_0, pool, false);
+        const auto [rc, log] = llama_bench(path);
+        EXPECT_EQ(rc, 0) << log;
+        fs::remove(path);
     }
 }
