@@ -45,8 +45,10 @@ PRESETS = {
     # The long suite (tasks.LONG_TASKS): 128 generated tokens in blocks of 32. Rows are ~3x
     # longer than the short suite's, so a step of 32 rows carries more answer tokens than one of
     # 64 short rows; the budget is set by the ~2-hour limit on the 2-core machine.
+    # The shipped tiny-llada-l: 3,000 LLaDA steps, then resumed at step 3,000 on the 8,000-step
+    # schedule (models/README.md has both commands).
     "l": dict(model=dict(d=128, n_layer=4, n_head=4, n_kv_head=4, ffn=352),
-              train=dict(ar_steps=2000, steps=3000, batch=32, lr=2e-3), suite="long"),
+              train=dict(ar_steps=2000, steps=8000, batch=32, lr=2e-3), suite="long"),
 }
 # The LLaDA model of a preset starts from the weights of its AR twin (the same preset trained by
 # train_ar.py for ar_steps steps), then trains `steps` steps with LLaDA's SFT objective: adapting
