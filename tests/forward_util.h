@@ -2,6 +2,8 @@
 // sequence attending to the whole canvas.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -31,6 +33,21 @@ inline std::vector<float> forward_all(const model::Model& m, const std::vector<i
     runtime::ThreadPool pool(threads);
     auto dev = runtime::make_cpu_device(pool);
     return forward_all(m, *dev, tokens, opt);
+}
+
+// Largest |v| and largest |a - b| (a and b of the same size), in double.
+inline double max_abs(const std::vector<float>& v) {
+    double m = 0;
+    for (float x : v)
+        m = std::max(m, std::fabs(double(x)));
+    return m;
+}
+
+inline double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
+    double m = 0;
+    for (size_t i = 0; i < a.size(); ++i)
+        m = std::max(m, std::fabs(double(a[i]) - b[i]));
+    return m;
 }
 
 }  // namespace llada::test

@@ -50,19 +50,8 @@ std::unique_ptr<runtime::Device> npu_sim(runtime::ThreadPool& pool, const std::s
 
 using test::forward_all;
 
-double max_abs(const std::vector<float>& v) {
-    double m = 0;
-    for (float x : v)
-        m = std::max(m, std::fabs(double(x)));
-    return m;
-}
-
-double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
-    double m = 0;
-    for (size_t i = 0; i < a.size(); ++i)
-        m = std::max(m, std::fabs(double(a[i]) - b[i]));
-    return m;
-}
+using test::max_abs;
+using test::max_diff;
 
 }  // namespace
 

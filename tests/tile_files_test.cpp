@@ -41,19 +41,8 @@ std::vector<int32_t> some_tokens() {
     return {494, 72, 101, 108, 108, 111, 44, 32, 499, 499, 499, 499};
 }
 
-double max_abs(const std::vector<float>& v) {
-    double m = 0;
-    for (float x : v)
-        m = std::max(m, std::fabs(double(x)));
-    return m;
-}
-
-double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
-    double m = 0;
-    for (size_t i = 0; i < a.size(); ++i)
-        m = std::max(m, std::fabs(double(a[i]) - b[i]));
-    return m;
-}
+using test::max_abs;
+using test::max_diff;
 
 struct Files {
     fs::path f32 = temp("f32.gguf"), tq4 = temp("tq4.gguf"), back = temp("back.gguf");
