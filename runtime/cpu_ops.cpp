@@ -316,15 +316,10 @@ void CpuOps::run(const ArenaView& a, LmHeadScratch& s, const Op& op, const Batch
                 const int64_t v0 = c * kLmChunk, len = std::min(kLmChunk, V - v0);
                 kernels::WeightView wc = op.weight;
                 wc.n_rows = len;
-                if (const auto tile = quant::tile_type_of(op.weight.type)) {
-                    // kLmChunk is a multiple of 32: the chunk starts at a strip.
-                    wc.data = op.weight.data +
-                              (v0 / quant::kTileDim) *
-                                  quant::tile_layout(*tile, op.weight.n_rows, op.weight.n_cols)
-                                      .strip_bytes();
-                } else {
-                    wc.data = op.weight.row(v0);
-                }
+                // The bytes of the rows before the chunk (for a tile format whole strips:
+                // kLmChunk is a multiple of 32).
+                wc.data =
+                    op.weight.data + quant::matrix_bytes(op.weight.type, v0, op.weight.n_cols);
                 if (op.weight.packed) {
                     wc.packed =
                         op.weight.packed +
