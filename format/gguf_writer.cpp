@@ -201,8 +201,7 @@ void GgufWriter::add_tensor(const std::string& name, TensorType type, std::vecto
 }
 
 std::vector<uint8_t> GgufWriter::header() const {
-    std::vector<uint8_t> h;
-    h.insert(h.end(), {'G', 'G', 'U', 'F'});
+    std::vector<uint8_t> h{'G', 'G', 'U', 'F'};
     append<uint32_t>(h, 3);
     append<uint64_t>(h, tensors_.size());
     bool custom_alignment = alignment_ != 32;

@@ -209,6 +209,49 @@ TEST(NpuTools, BenchAblationProjectsTheRevisionLanes) {
     fs::remove(tr);
 }
 
+// --e2e's '+revise' runs progressive revision in a whole generation: its CPU path checks what
+// llada-cli's --revise checks on the same prompt and settings (llada-bench's prompt of 8 tokens
+// is BOS + "abcdefg"); the run without it reports no revision; unknown modifiers, and revision
+// with --replay (whose decisions only --ablation's row 9 replays), are refused by name.
+TEST(BenchTools, E2eRevisesWhenAskedAndMatchesTheCli) {
+    const std::string shipped =
+        (fs::path(LLADA_SOURCE_DIR) / "models" / "tiny-llada-s.gguf").string();
+    const std::string settings = " --gen 16 --block 8 --threshold 0.5 -t 1 --json";
+    Result c = run(bin("llada-cli") + " -m " + shipped +
+                   " -p abcdefg --policy dual-cache --revise" + settings);
+    ASSERT_EQ(c.status, 0) << c.err;
+    const json cj = json::parse(c.out);
+    const std::string bench = bin("llada-bench") + " -m " + shipped +
+                              " --e2e --prompt-len 8 --reps 1" + settings + " --policies ";
+    Result r = run(bench + "dual-cache+threshold,dual-cache+threshold+revise");
+    ASSERT_EQ(r.status, 0) << r.err;
+    const json j = json::parse(r.out);
+    ASSERT_EQ(j["e2e"].size(), 2u);
+    EXPECT_FALSE(j["e2e"][0].contains("revise"));
+    const auto& rv = j["e2e"][1]["revise"];
+    EXPECT_GT(rv["checks"].get<double>(), 0.0);
+    EXPECT_EQ(rv["checks"].get<double>(), cj["revision"]["checks"].get<double>());
+    EXPECT_EQ(rv["revisions"].get<double>(), cj["revision"]["revisions"].get<double>());
+    EXPECT_EQ(j["e2e"][1]["nfe"].get<double>(), cj["nfe"].get<double>());
+    EXPECT_NE(r.err.find("checks"), std::string::npos) << r.err;
+
+    Result bad = run(bench + "dual-cache+revize");
+    EXPECT_EQ(bad.status, 1);
+    EXPECT_NE(bad.err.find("unknown modifier '+revize' in 'dual-cache+revize'"), std::string::npos)
+        << bad.err;
+    const fs::path tr = fs::temp_directory_path() / "llada_npu_tools_trace_e2e.jsonl";
+    Result t = run(bin("llada-cli") + " -m " + shipped +
+                   " -p abcdefg --gen 16 --block 8 --policy mbsd --threshold 0.5"
+                   " --no-early-stop -t 1 --json --trace-out " +
+                   tr.string());
+    ASSERT_EQ(t.status, 0) << t.err;
+    bad = run(bench + "mbsd+threshold+revise --replay " + tr.string());
+    EXPECT_EQ(bad.status, 1);
+    EXPECT_NE(bad.err.find("revision decisions are not replayed in --e2e"), std::string::npos)
+        << bad.err;
+    fs::remove(tr);
+}
+
 namespace {
 
 // A stand-in for llama.cpp's llama-bench: prints `line` as its JSONL result (or fails) and

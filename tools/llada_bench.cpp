@@ -260,11 +260,11 @@ std::vector<int> parse_int_list(const std::string& s, const std::string& flag) {
     return v;
 }
 
-std::vector<std::string> split(const std::string& s) {
+std::vector<std::string> split(const std::string& s, char sep = ',') {
     std::vector<std::string> v;
     std::stringstream ss(s);
     std::string item;
-    while (std::getline(ss, item, ',')) {
+    while (std::getline(ss, item, sep)) {
         if (!item.empty()) v.push_back(item);
     }
     return v;
@@ -678,10 +678,12 @@ int main(int argc, char** argv) {
                      1 << 20);
         args.section("End-to-end mode");
         args.flag({"--e2e"}, "time whole generations per policy", &e2e);
-        args.string({"--policies"}, "LIST",
-                    "policies, '+threshold' adds --threshold (default: vanilla, prefix-cache,\n"
-                    "dual-cache, threshold, dual-cache+threshold)",
-                    &policies);
+        args.string(
+            {"--policies"}, "LIST",
+            "policies, '+threshold' adds --threshold, '+revise' progressive revision\n"
+            "(default: vanilla, prefix-cache, dual-cache, threshold, dual-cache+threshold;\n"
+            "e.g. mbsd+threshold+revise)",
+            &policies);
         args.integer({"--prompt-len"}, "N", "prompt tokens, BOS included (default 32)", &prompt_len,
                      1, 1 << 20);
         args.integer({"--gen"}, "N", "generated positions (default 128)", &gen, 1, 1 << 20);
@@ -980,12 +982,19 @@ int main(int argc, char** argv) {
                 opt.steps = steps;
                 opt.kernels.kv_f16 = kv_f16;
                 opt.kernels.full_last_layer = full_last_layer;
-                std::string name = spec;
-                if (const auto plus = spec.find("+threshold"); plus != std::string::npos) {
-                    name = spec.substr(0, plus);
-                    opt.threshold = tau;
-                } else if (spec == "threshold") {
-                    opt.threshold = tau;
+                // NAME[+threshold][+revise]
+                const auto parts = split(spec, '+');
+                const std::string name = parts.empty() ? spec : parts[0];
+                if (name == "threshold") opt.threshold = tau;
+                for (size_t i = 1; i < parts.size(); ++i) {
+                    if (parts[i] == "threshold") {
+                        opt.threshold = tau;
+                    } else if (parts[i] == "revise") {
+                        opt.revise.on = true;
+                    } else {
+                        throw Error("--policies: unknown modifier '+" + parts[i] + "' in '" + spec +
+                                    "' (known: +threshold, +revise)");
+                    }
                 }
                 // With --replay every diffusion policy but vanilla takes the trace's decisions
                 // (the same commits per step, so the policies differ only in their windows);
@@ -995,6 +1004,12 @@ int main(int argc, char** argv) {
                     throw Error("--e2e " + spec +
                                 " replays threshold decoding; the --replay trace was recorded on a "
                                 "fixed schedule");
+                }
+                if (replayed && opt.revise.on) {
+                    throw Error(
+                        "--e2e " + spec +
+                        ": revision decisions are not replayed in --e2e; --ablation's row 9 "
+                        "replays them (--replay-revise)");
                 }
                 if (replayed) opt.early_stop = 0;  // the trace decoded every block
                 if (name == "mbsd") {
@@ -1016,6 +1031,7 @@ int main(int argc, char** argv) {
                 double wall = 0;
                 decode::GenerateResult res;
                 double nfe = 0, rows = 0, lm_rows = 0, dev_rows = 0, accepted = 0;
+                double checks = 0, revisions = 0, exposed_ms = 0;
                 for (size_t k = 0; k < n_req; ++k) {
                     if (replayed) opt.replay = &traces.mbsd[k];
                     auto policy = decode::make_policy(name, *lm.model, *dev, opt, lm.ids);
@@ -1027,6 +1043,9 @@ int main(int argc, char** argv) {
                     lm_rows += static_cast<double>(res.stats.lm_head_rows) / n_req;
                     dev_rows += static_cast<double>(res.rows_device) / n_req;
                     accepted += static_cast<double>(res.drafts_accepted) / n_req;
+                    checks += static_cast<double>(res.revision.checks) / n_req;
+                    revisions += static_cast<double>(res.revision.revisions) / n_req;
+                    exposed_ms += res.revision.exposed_ms / n_req;
                 }
                 runs.push_back({{"engine", "llada.cpp"},
                                 {"policy", spec},
@@ -1038,12 +1057,23 @@ int main(int argc, char** argv) {
                                 {"rows_device", dev_rows},
                                 {"drafts_accepted", accepted},
                                 {"requests", n_req}});
+                if (opt.revise.on) {
+                    // The CPU path's rows, the tokens it changed, and the part of its time the
+                    // dense path waited for.
+                    runs.back()["revise"] = {
+                        {"checks", checks}, {"revisions", revisions}, {"exposed_ms", exposed_ms}};
+                }
                 if (replayed) runs.back()["replayed_from"] = trace->source;
                 if (dev->caps().projected) {
                     runs.back()["device"] = tools::device_report_json(*dev->report());
                 }
-                std::fprintf(stderr, "llada.cpp %-22s %8.2f s  NFE %.2f%s\n", spec.c_str(), wall,
-                             nfe, replayed ? "  (decisions REPLAYED from traces, mean)" : "");
+                std::fprintf(stderr, "llada.cpp %-22s %8.2f s  NFE %.2f", spec.c_str(), wall, nfe);
+                if (opt.revise.on) {
+                    std::fprintf(stderr, "  checks %.0f revised %.0f (CPU path exposed %.1f ms)",
+                                 checks, revisions, exposed_ms);
+                }
+                std::fprintf(stderr, "%s\n",
+                             replayed ? "  (decisions REPLAYED from traces, mean)" : "");
             }
             if (!llama_diffusion.empty()) {
                 // llama.cpp splits the whole ubatch (prompt + gen) into blocks, so the prompt's
