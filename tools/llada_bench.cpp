@@ -1031,7 +1031,6 @@ int main(int argc, char** argv) {
                 double wall = 0;
                 decode::GenerateResult res;
                 double nfe = 0, rows = 0, lm_rows = 0, dev_rows = 0, accepted = 0;
-                double checks = 0, revisions = 0, exposed_ms = 0;
                 for (size_t k = 0; k < n_req; ++k) {
                     if (replayed) opt.replay = &traces.mbsd[k];
                     auto policy = decode::make_policy(name, *lm.model, *dev, opt, lm.ids);
@@ -1043,9 +1042,6 @@ int main(int argc, char** argv) {
                     lm_rows += static_cast<double>(res.stats.lm_head_rows) / n_req;
                     dev_rows += static_cast<double>(res.rows_device) / n_req;
                     accepted += static_cast<double>(res.drafts_accepted) / n_req;
-                    checks += static_cast<double>(res.revision.checks) / n_req;
-                    revisions += static_cast<double>(res.revision.revisions) / n_req;
-                    exposed_ms += res.revision.exposed_ms / n_req;
                 }
                 runs.push_back({{"engine", "llada.cpp"},
                                 {"policy", spec},
@@ -1057,20 +1053,18 @@ int main(int argc, char** argv) {
                                 {"rows_device", dev_rows},
                                 {"drafts_accepted", accepted},
                                 {"requests", n_req}});
-                if (opt.revise.on) {
-                    // The CPU path's rows, the tokens it changed, and the part of its time the
-                    // dense path waited for.
-                    runs.back()["revise"] = {
-                        {"checks", checks}, {"revisions", revisions}, {"exposed_ms", exposed_ms}};
-                }
+                // Revision is never replayed (refused above), so a revising run is one request.
+                if (opt.revise.on) runs.back()["revise"] = tools::revision_json(res.revision);
                 if (replayed) runs.back()["replayed_from"] = trace->source;
                 if (dev->caps().projected) {
                     runs.back()["device"] = tools::device_report_json(*dev->report());
                 }
                 std::fprintf(stderr, "llada.cpp %-22s %8.2f s  NFE %.2f", spec.c_str(), wall, nfe);
                 if (opt.revise.on) {
-                    std::fprintf(stderr, "  checks %.0f revised %.0f (CPU path exposed %.1f ms)",
-                                 checks, revisions, exposed_ms);
+                    std::fprintf(stderr, "  checks %lld revised %lld (CPU path exposed %.1f ms)",
+                                 static_cast<long long>(res.revision.checks),
+                                 static_cast<long long>(res.revision.revisions),
+                                 res.revision.exposed_ms);
                 }
                 std::fprintf(stderr, "%s\n",
                              replayed ? "  (decisions REPLAYED from traces, mean)" : "");
