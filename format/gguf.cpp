@@ -394,8 +394,7 @@ void GgufFile::parse() {
         if (!info) {
             c.fail(what, "tensor type " + std::string(tensor_type_name_any(type)) + " (ggml type " +
                              std::to_string(type) +
-                             ") is not supported; supported: F32, F16, BF16, Q8_0, Q4_0 and "
-                             "llada.cpp's tile formats TQ4, TQ8, TF16");
+                             ") is not supported; supported: " + supported_type_names());
         }
         t.type = info->type;
         std::string why;

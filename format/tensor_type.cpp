@@ -2,6 +2,7 @@
 #include "format/tensor_type.h"
 
 #include <cassert>
+#include <cctype>
 #include <limits>
 
 namespace llada::format {
@@ -10,9 +11,20 @@ namespace {
 constexpr TensorTypeInfo kSupported[] = {
     {TensorType::F32, "F32", 1, 4},
     {TensorType::F16, "F16", 1, 2},
-    {TensorType::Q4_0, "Q4_0", 32, 18},  // fp16 scale + 16 bytes of nibbles
-    {TensorType::Q8_0, "Q8_0", 32, 34},  // fp16 scale + 32 int8
     {TensorType::BF16, "BF16", 1, 2},
+    // llama.cpp's block formats (quant/blocks.h, quant/kquants.h, docs/formats.md).
+    {TensorType::Q8_0, "Q8_0", 32, 34},      // fp16 scale + 32 int8
+    {TensorType::Q4_0, "Q4_0", 32, 18},      // fp16 scale + 16 bytes of nibbles
+    {TensorType::Q4_1, "Q4_1", 32, 20},      // fp16 scale and min + nibbles
+    {TensorType::Q5_0, "Q5_0", 32, 22},      // fp16 scale + 32 high bits + nibbles
+    {TensorType::Q5_1, "Q5_1", 32, 24},      // fp16 scale and min + 32 high bits + nibbles
+    {TensorType::IQ4_NL, "IQ4_NL", 32, 18},  // fp16 scale + nibbles indexing a 16-value table
+    {TensorType::Q2_K, "Q2_K", 256, 84},     // super-blocks of 256 values
+    {TensorType::Q3_K, "Q3_K", 256, 110},
+    {TensorType::Q4_K, "Q4_K", 256, 144},
+    {TensorType::Q5_K, "Q5_K", 256, 176},
+    {TensorType::Q6_K, "Q6_K", 256, 210},
+    {TensorType::IQ4_XS, "IQ4_XS", 256, 136},
     // 32x32 tiles: TQ4 four 144-byte super-blocks, TQ8 four of 272, TF16 1024 fp16 values.
     {TensorType::TQ4, "TQ4", kTileEdge* kTileEdge, 576, true},
     {TensorType::TQ8, "TQ8", kTileEdge* kTileEdge, 1088, true},
@@ -26,7 +38,8 @@ constexpr const char* kAllNames[] = {
     "Q6_K",  "Q8_K",       "IQ2_XXS",    "IQ2_XS",     "IQ3_XXS",  "IQ1_S",    "IQ4_NL",
     "IQ3_S", "IQ2_S",      "IQ4_XS",     "I8",         "I16",      "I32",      "I64",
     "F64",   "IQ1_M",      "BF16",       "Q4_0_4_4",   "Q4_0_4_8", "Q4_0_8_8", "TQ1_0",
-    "TQ2_0", "IQ4_NL_4_4", "IQ4_NL_4_8", "IQ4_NL_8_8", "MXFP4",
+    "TQ2_0", "IQ4_NL_4_4", "IQ4_NL_4_8", "IQ4_NL_8_8", "MXFP4",    "NVFP4",    "Q1_0",
+    "Q2_0",
 };
 
 }  // namespace
@@ -84,6 +97,30 @@ std::optional<uint64_t> tensor_bytes(const TensorTypeInfo& info, const uint64_t*
         return std::nullopt;
     }
     return blocks * info.block_bytes;
+}
+
+const std::string& supported_type_names() {
+    static const std::string names = [] {
+        std::string s;
+        for (const auto& info : kSupported) {
+            if (!s.empty()) s += ", ";
+            s += info.name;
+        }
+        return s;
+    }();
+    return names;
+}
+
+std::optional<TensorType> tensor_type_by_name(std::string_view name) {
+    for (const auto& info : kSupported) {
+        const std::string_view n = info.name;
+        if (n.size() != name.size()) continue;
+        bool same = true;
+        for (size_t i = 0; i < n.size() && same; ++i)
+            same = std::toupper(static_cast<unsigned char>(name[i])) == n[i];
+        if (same) return info.type;
+    }
+    return std::nullopt;
 }
 
 std::string_view tensor_type_name_any(uint32_t ggml_type) {

@@ -14,7 +14,17 @@ enum class TensorType : uint32_t {
     F32 = 0,
     F16 = 1,
     Q4_0 = 2,
+    Q4_1 = 3,
+    Q5_0 = 6,
+    Q5_1 = 7,
     Q8_0 = 8,
+    Q2_K = 10,
+    Q3_K = 11,
+    Q4_K = 12,
+    Q5_K = 13,
+    Q6_K = 14,
+    IQ4_NL = 20,
+    IQ4_XS = 23,
     BF16 = 30,
     // llada.cpp's own tile formats (quant/tile.h, docs/formats.md): a whole 2-D matrix in 32x32
     // tiles in the NPU's order. The ids sit far above ggml's (< 64), so no ggml type collides
@@ -44,7 +54,11 @@ const TensorTypeInfo& tensor_type_info(TensorType t);
 // or the size overflows 64 bits, with the reason in *why.
 std::optional<uint64_t> tensor_bytes(const TensorTypeInfo& info, const uint64_t* ne,
                                      uint32_t n_dims, std::string* why);
-// A printable name for any ggml type id, supported or not ("Q5_K", "type 99").
+// A printable name for any ggml type id, supported or not ("IQ2_XS", "unknown").
 std::string_view tensor_type_name_any(uint32_t ggml_type);
+// The names of every supported type, comma-separated, for error messages.
+const std::string& supported_type_names();
+// The supported type called `name` (case-insensitive: "q4_k" is Q4_K); nullopt otherwise.
+std::optional<TensorType> tensor_type_by_name(std::string_view name);
 
 }  // namespace llada::format

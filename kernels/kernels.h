@@ -25,16 +25,18 @@ struct WeightView {
     size_t row_bytes = 0;
     // Tile formats (TQ4, TQ8, TF16) have no rows: row_bytes is 0 and row() must not be used
     // (quant::dequantize_matrix_row reads one).
-    // Q4_0 / Q8_0 / F16: the same weights repacked for the CPU kernels (quant/packed.h), starting
-    // at row 0 of this view (a view of rows [v0, ...) needs v0 % 16 == 0).
+    // Block formats and F16: the same weights repacked for the CPU kernels (quant/packed.h),
+    // starting at row 0 of this view (a view of rows [v0, ...) needs v0 % 16 == 0).
     const uint8_t* packed = nullptr;
     const uint8_t* row(int64_t n) const { return data + static_cast<size_t>(n) * row_bytes; }
 };
 
 // How the activations must be prepared for a weight format, following llama.cpp's CPU backend:
-// F16/BF16 weights see activations rounded to F16/BF16; Q8_0/Q4_0 weights see activations
-// quantised to Q8_0 blocks (scale amax/127 in fp16, round half to even).
-enum class ActKind { F32, F16, BF16, Q8_0 };
+// F16/BF16 weights see activations rounded to F16/BF16; the legacy block formats (Q8_0, Q4_0,
+// Q4_1, Q5_0, Q5_1, IQ4_NL) see activations quantised to Q8_0 blocks (scale amax/127 in fp16,
+// round half to even; Q4_1/Q5_1 also read Q8_1's sum from the same records); the k-quants and
+// IQ4_XS see Q8_K blocks (one float scale per 256 values).
+enum class ActKind { F32, F16, BF16, Q8_0, Q8_K };
 ActKind act_kind_for(format::TensorType weight_type);
 
 // --- activation preparation (rows [r0, r1) of a row-major [rows][k] matrix) ---
@@ -44,17 +46,24 @@ void round_rows_bf16(const float* x, float* y, int64_t k, int64_t r0, int64_t r1
 // y[i] = x[i] as fp16 bits, rounded to nearest even (the fp16 KV cache's stores).
 void to_fp16(const float* x, uint16_t* y, int64_t n);
 // Each row of k floats (k % 32 == 0) becomes a quant::ActLayout row: int8 values with one
-// fp16-rounded scale per 32 (llama.cpp's Q8_0 activation quantisation).
+// fp16-rounded scale per 32 (llama.cpp's Q8_0 activation quantisation, and its Q8_1 sums).
 void quantize_acts(const float* x, uint8_t* out, int64_t k, int64_t r0, int64_t r1);
+// The same records from llama.cpp's Q8_K quantisation (k % 256 == 0): one float scale per 256
+// values, the largest magnitude mapped to -127.
+void quantize_acts_k(const float* x, uint8_t* out, int64_t k, int64_t r0, int64_t r1);
 
 // --- matmul: y[m][n] = sum_k x[m][k] * W[n][k] for m in [0, m_rows), n in [n0, n1) ---
 // x is float32 (already rounded for F16/BF16 weights); W is F32, F16 or BF16. F16 with `packed`
 // set (quant/packed.h) takes the packed kernel, which needs n0 % 16 == 0.
 void matmul_float(const float* x, int64_t m_rows, const WeightView& w, float* y, int64_t ldy,
                   int64_t n0, int64_t n1);
-// xq holds m_rows quant::ActLayout rows; W is Q8_0 or Q4_0 with `packed` set; n0 % 16 == 0.
+// xq holds m_rows quant::ActLayout rows prepared as act_kind_for(W.type) says; W is any block
+// format (Q8_0 ... IQ4_XS) with `packed` set; n0 % 16 == 0.
 void matmul_q8(const uint8_t* xq, int64_t m_rows, const WeightView& w, float* y, int64_t ldy,
                int64_t n0, int64_t n1);
+// The generic block formats' kernel (quant::generic_pack), which matmul_q8 calls for them.
+void matmul_generic(const uint8_t* xq, int64_t m_rows, const WeightView& w, float* y, int64_t ldy,
+                    int64_t n0, int64_t n1);
 
 // W in a tile format (TQ4, TQ8, TF16: quant/tile.h) on the CPU, with the NPU's numerics: each
 // 32-output strip is dequantised through fp16 tables (kernels/tile_gemm.h) and multiplied by x,

@@ -447,7 +447,18 @@ ActKind act_kind_for(format::TensorType weight_type) {
             return ActKind::BF16;
         case format::TensorType::Q8_0:
         case format::TensorType::Q4_0:
+        case format::TensorType::Q4_1:
+        case format::TensorType::Q5_0:
+        case format::TensorType::Q5_1:
+        case format::TensorType::IQ4_NL:
             return ActKind::Q8_0;
+        case format::TensorType::Q2_K:
+        case format::TensorType::Q3_K:
+        case format::TensorType::Q4_K:
+        case format::TensorType::Q5_K:
+        case format::TensorType::Q6_K:
+        case format::TensorType::IQ4_XS:
+            return ActKind::Q8_K;
         case format::TensorType::TQ4:
         case format::TensorType::TQ8:
         case format::TensorType::TF16:

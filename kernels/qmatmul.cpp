@@ -41,9 +41,28 @@ namespace llada::kernels {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
+// The sums and seeds of one 32-value activation record (quant/packed.h) whose values and scale
+// are written: the Q4_0/Q8_0 seeds, the generic kernel's negated half sums and minimum
+// multipliers (`min32` is the 32-value one, which the two quantisers define differently).
+HWY_INLINE void FinishRecord(uint8_t* rec, float d, float min32) {
+    const int8_t* q = reinterpret_cast<const int8_t*>(rec);
+    int32_t lo = 0, hi = 0;
+    for (int j = 0; j < quant::kQK / 2; ++j) {
+        lo += q[j];
+        hi += q[j + quant::kQK / 2];
+    }
+    const int32_t sum = lo + hi;
+    const int32_t ints[4] = {-8 * sum, -128 * sum, -lo, -hi};
+    const float floats[4] = {d, -(d * static_cast<float>(lo)), -(d * static_cast<float>(hi)),
+                             -min32};
+    std::memcpy(rec + quant::kActScaleAt, &floats[0], 4);
+    std::memcpy(rec + quant::kActSeedQ4At, ints, sizeof ints);
+    std::memcpy(rec + quant::kActNegMinAt, &floats[1], 12);
+}
+
 // Activations -> int8 with one fp16-rounded scale per 32 values, round half to even (as
-// llama.cpp's SIMD quantiser), plus each block's seeds (-8 and -128 times its sum), into
-// quant::ActLayout records.
+// llama.cpp's SIMD quantiser), into quant::ActLayout records. The 32-value minimum multiplier
+// is llama.cpp's Q8_1 s: fp16(amax/127 * sum), with the unrounded amax/127.
 void QuantizeActs(const float* x, uint8_t* out, int64_t k, int64_t r0, int64_t r1) {
     const quant::ActLayout a = quant::act_layout(k);
     const hn::CappedTag<float, quant::kQK> df;  // a block's 32 values: at most 32 lanes
@@ -62,7 +81,8 @@ void QuantizeActs(const float* x, uint8_t* out, int64_t k, int64_t r0, int64_t r
             }
             const float amax = hn::GetLane(hn::MaxOfLanes(df, vmax));
             const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-            const float d = quant::fp16_to_fp32(quant::fp32_to_fp16(amax / 127.0f));
+            const float d32 = amax / 127.0f;
+            const float d = quant::fp16_to_fp32(quant::fp32_to_fp16(d32));
             for (int64_t j = 0; j < quant::kQK; j += N) {
                 hn::Store(hn::NearestInt(hn::Mul(hn::LoadU(df, xb + j), hn::Set(df, id))), di,
                           q + j);
@@ -72,9 +92,58 @@ void QuantizeActs(const float* x, uint8_t* out, int64_t k, int64_t r0, int64_t r
                 rec[j] = static_cast<uint8_t>(static_cast<int8_t>(q[j]));
                 sum += q[j];
             }
-            const int32_t seeds[3] = {-8 * sum, -128 * sum, 0};
-            std::memcpy(rec + quant::kActScaleAt, &d, sizeof d);
-            std::memcpy(rec + quant::kActSeedQ4At, seeds, sizeof seeds);
+            const float s = quant::fp16_to_fp32(quant::fp32_to_fp16(d32 * static_cast<float>(sum)));
+            FinishRecord(rec, d, s);
+        }
+    }
+}
+
+// Activations -> llama.cpp's Q8_K: one float scale per 256 values, the value of largest
+// magnitude (the first one, on ties) mapped to -127, round half to even; written as 8 records
+// that share the scale (quant/packed.h).
+void QuantizeActsK(const float* x, uint8_t* out, int64_t k, int64_t r0, int64_t r1) {
+    const quant::ActLayout a = quant::act_layout(k);
+    const hn::CappedTag<float, quant::kQK> df;
+    const hn::Rebind<int32_t, decltype(df)> di;
+    const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+    HWY_ALIGN int32_t q[quant::kQKK];
+    for (int64_t r = r0; r < r1; ++r) {
+        const float* xr = x + r * k;
+        uint8_t* row = out + r * a.row_bytes;
+        for (int64_t sb = 0; sb < k / quant::kQKK; ++sb) {
+            const float* xs = xr + sb * quant::kQKK;
+            auto vmax = hn::Zero(df);
+            for (int64_t j = 0; j < quant::kQKK; j += N)
+                vmax = hn::Max(vmax, hn::Abs(hn::LoadU(df, xs + j)));
+            const float amax = hn::GetLane(hn::MaxOfLanes(df, vmax));
+            float max = 0.0f;
+            for (int j = 0; j < quant::kQKK; ++j) {
+                if (std::fabs(xs[j]) == amax) {
+                    max = xs[j];
+                    break;
+                }
+            }
+            float d = 0.0f;
+            if (amax != 0.0f) {
+                const float iscale = -127.0f / max;
+                d = 1.0f / iscale;
+                for (int64_t j = 0; j < quant::kQKK; j += N) {
+                    const auto v =
+                        hn::NearestInt(hn::Mul(hn::LoadU(df, xs + j), hn::Set(df, iscale)));
+                    hn::Store(hn::Min(v, hn::Set(di, 127)), di, q + j);
+                }
+            } else {
+                std::memset(q, 0, sizeof q);
+            }
+            for (int b = 0; b < quant::kQKK / quant::kQK; ++b) {
+                uint8_t* rec = row + (sb * 8 + b) * quant::kActRecordBytes;
+                int32_t sum = 0;
+                for (int j = 0; j < quant::kQK; ++j) {
+                    rec[j] = static_cast<uint8_t>(static_cast<int8_t>(q[b * quant::kQK + j]));
+                    sum += q[b * quant::kQK + j];
+                }
+                FinishRecord(rec, d, d * static_cast<float>(sum));
+            }
         }
     }
 }
@@ -633,14 +702,21 @@ HWY_AFTER_NAMESPACE();
 namespace llada::kernels {
 
 HWY_EXPORT(QuantizeActs);
+HWY_EXPORT(QuantizeActsK);
 HWY_EXPORT(MatmulPacked);
 
 void quantize_acts(const float* x, uint8_t* out, int64_t k, int64_t r0, int64_t r1) {
     HWY_DYNAMIC_DISPATCH(QuantizeActs)(x, out, k, r0, r1);
 }
 
+void quantize_acts_k(const float* x, uint8_t* out, int64_t k, int64_t r0, int64_t r1) {
+    HWY_DYNAMIC_DISPATCH(QuantizeActsK)(x, out, k, r0, r1);
+}
+
 void matmul_q8(const uint8_t* xq, int64_t m_rows, const WeightView& w, float* y, int64_t ldy,
                int64_t n0, int64_t n1) {
+    if (w.type != format::TensorType::Q4_0 && w.type != format::TensorType::Q8_0)
+        return matmul_generic(xq, m_rows, w, y, ldy, n0, n1);
     HWY_DYNAMIC_DISPATCH(MatmulPacked)(xq, m_rows, w, y, ldy, n0, n1);
 }
 

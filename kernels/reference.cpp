@@ -3,6 +3,7 @@
 
 #include <cassert>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "quant/fp16.h"
@@ -89,6 +90,122 @@ void matmul_q8(const quant::BlockQ8_0* xq, int64_t m_rows, const WeightView& w, 
                         isum += blk.qs[j] * xq[m * nb + b].qs[j];
                 }
                 s += double(dw) * quant::fp16_to_fp32(xq[m * nb + b].d) * isum;
+            }
+            y[m * ldy + n] = static_cast<float>(s);
+        }
+    }
+}
+
+void quantize_rows_q8_1(const float* x, BlockQ8_1* y, int64_t k, int64_t r0, int64_t r1) {
+    const int64_t nb = k / quant::kQK;
+    for (int64_t r = r0; r < r1; ++r) {
+        for (int64_t b = 0; b < nb; ++b) {
+            const float* xb = x + r * k + b * quant::kQK;
+            float amax = 0.0f;
+            for (int j = 0; j < quant::kQK; ++j)
+                amax = std::max(amax, std::fabs(xb[j]));
+            const float d = amax / 127.0f;
+            const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+            BlockQ8_1& o = y[r * nb + b];
+            int sum = 0;
+            for (int j = 0; j < quant::kQK; ++j) {
+                o.qs[j] = static_cast<int8_t>(std::nearbyintf(xb[j] * id));
+                sum += o.qs[j];
+            }
+            o.d = quant::fp32_to_fp16(d);
+            o.s = quant::fp32_to_fp16(d * static_cast<float>(sum));
+        }
+    }
+}
+
+void quantize_rows_q8_k(const float* x, BlockQ8_K* y, int64_t k, int64_t r0, int64_t r1) {
+    const int64_t nb = k / quant::kQKK;
+    for (int64_t r = r0; r < r1; ++r) {
+        for (int64_t b = 0; b < nb; ++b) {
+            const float* xb = x + r * k + b * quant::kQKK;
+            BlockQ8_K& o = y[r * nb + b];
+            // The first value of largest magnitude, with its sign, maps to -127.
+            float amax = 0.0f, max = 0.0f;
+            for (int j = 0; j < quant::kQKK; ++j) {
+                if (std::fabs(xb[j]) > amax) {
+                    amax = std::fabs(xb[j]);
+                    max = xb[j];
+                }
+            }
+            std::memset(o.qs, 0, sizeof o.qs);
+            std::memset(o.bsums, 0, sizeof o.bsums);
+            o.d = 0.0f;
+            if (amax == 0.0f) continue;
+            const float iscale = -127.0f / max;
+            for (int j = 0; j < quant::kQKK; ++j) {
+                const int v = static_cast<int>(std::nearbyintf(iscale * xb[j]));
+                o.qs[j] = static_cast<int8_t>(std::min(127, v));
+                o.bsums[j / 16] = static_cast<int16_t>(o.bsums[j / 16] + o.qs[j]);
+            }
+            o.d = 1.0f / iscale;
+        }
+    }
+}
+
+void matmul_block(const float* x, int64_t m_rows, const WeightView& w, float* y, int64_t ldy,
+                  int64_t n0, int64_t n1) {
+    using format::TensorType;
+    const int64_t k = w.n_cols;
+    const ActKind act = act_kind_for(w.type);
+    const bool q8_1 = w.type == TensorType::Q4_1 || w.type == TensorType::Q5_1;
+    std::vector<quant::BlockQ8_0> a0;
+    std::vector<BlockQ8_1> a1;
+    std::vector<BlockQ8_K> ak;
+    if (act == ActKind::Q8_K) {
+        ak.resize(static_cast<size_t>(m_rows * k / quant::kQKK));
+        quantize_rows_q8_k(x, ak.data(), k, 0, m_rows);
+    } else if (q8_1) {
+        a1.resize(static_cast<size_t>(m_rows * k / quant::kQK));
+        quantize_rows_q8_1(x, a1.data(), k, 0, m_rows);
+    } else {
+        a0.resize(static_cast<size_t>(m_rows * k / quant::kQK));
+        quantize_rows_q8_0(x, a0.data(), k, 0, m_rows);
+    }
+    const int64_t per = format::tensor_type_info(w.type).block_elems;
+    quant::DecodedBlock b;
+    for (int64_t n = n0; n < n1; ++n) {
+        for (int64_t m = 0; m < m_rows; ++m) {
+            double s = 0.0;
+            for (int64_t u = 0; u < k / per; ++u) {
+                quant::decode_block(w.type, w.row(n), u, &b);
+                // The activation values, scale, and the minimum's multiplier of this unit.
+                const int8_t* xq;
+                double dx, min_mul = 0.0;
+                int64_t isum = 0;
+                if (act == ActKind::Q8_K) {
+                    const BlockQ8_K& a = ak[m * (k / per) + u];
+                    xq = a.qs;
+                    dx = a.d;
+                    int64_t msum = 0;  // sum over sub-blocks of m_j times their values' sum
+                    for (int j = 0; j < b.n_sub(); ++j) {
+                        int64_t xs = 0;
+                        for (int h = 0; h < b.sub_len / 16; ++h)
+                            xs += a.bsums[j * b.sub_len / 16 + h];
+                        msum += b.m[j] * xs;
+                    }
+                    min_mul = dx * static_cast<double>(msum);
+                } else if (q8_1) {
+                    const BlockQ8_1& a = a1[m * (k / per) + u];
+                    xq = a.qs;
+                    dx = quant::fp16_to_fp32(a.d);
+                    min_mul = quant::fp16_to_fp32(a.s);  // m = 1: the block's sum, as s
+                } else {
+                    const quant::BlockQ8_0& a = a0[m * (k / per) + u];
+                    xq = a.qs;
+                    dx = quant::fp16_to_fp32(a.d);
+                }
+                for (int j = 0; j < b.n_sub(); ++j) {
+                    int64_t sub = 0;
+                    for (int i = 0; i < b.sub_len; ++i)
+                        sub += int64_t(b.q[j * b.sub_len + i]) * xq[j * b.sub_len + i];
+                    isum += b.sc[j] * sub;
+                }
+                s += double(b.d) * dx * static_cast<double>(isum) - double(b.dmin) * min_mul;
             }
             y[m * ldy + n] = static_cast<float>(s);
         }

@@ -210,10 +210,7 @@ kernels::WeightView Model::matrix(const std::string& name, int64_t n_cols, int64
 }
 
 void Model::pack(kernels::WeightView& w, const std::string& name) {
-    if (w.type != format::TensorType::Q4_0 && w.type != format::TensorType::Q8_0 &&
-        w.type != format::TensorType::F16) {
-        return;
-    }
+    if (!quant::is_packed_type(w.type)) return;
     const quant::PackedLayout l = quant::packed_layout(w.type, w.n_rows, w.n_cols);
     const size_t bytes = (l.total_bytes() + 63) / 64 * 64;
     packed_.push_back(aligned_bytes(bytes, "the repacked copy of tensor '" + name + "'"));

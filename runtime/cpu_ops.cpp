@@ -63,8 +63,8 @@ namespace {
 constexpr int64_t kLmChunk = 256;
 static_assert(kLmChunk % quant::kTileDim == 0, "LM head chunks start at tile strips");
 
-// y[:, n0:n1] = x W^T for m rows of x prepared as `act` (float rows, or Q8_0 rows when the
-// weights are quantised; lut: Q4_0 weights dequantised through the table, float rows).
+// y[:, n0:n1] = x W^T for m rows of x prepared as `act` (float rows, or Q8_0 / Q8_K records
+// when the weights are quantised; lut: Q4_0 weights dequantised through the table, float rows).
 void matmul_rows(const uint8_t* x, kernels::ActKind act, bool lut, int64_t m,
                  const kernels::WeightView& w, float* y, int64_t ldy, int64_t n0, int64_t n1) {
     const float* xf = reinterpret_cast<const float*>(x);
@@ -72,7 +72,7 @@ void matmul_rows(const uint8_t* x, kernels::ActKind act, bool lut, int64_t m,
         kernels::matmul_tile(xf, m, w, y, ldy, n0, n1);
     } else if (lut) {
         kernels::matmul_q4_lut(xf, m, w, y, ldy, n0, n1);
-    } else if (act == kernels::ActKind::Q8_0) {
+    } else if (act == kernels::ActKind::Q8_0 || act == kernels::ActKind::Q8_K) {
         kernels::matmul_q8(x, m, w, y, ldy, n0, n1);
     } else {
         kernels::matmul_float(xf, m, w, y, ldy, n0, n1);
@@ -100,6 +100,9 @@ void prepare_rows(kernels::ActKind act, const float* x, uint8_t* y, size_t row_b
             break;
         case kernels::ActKind::Q8_0:
             kernels::quantize_acts(x, y, k, r0, r1);
+            break;
+        case kernels::ActKind::Q8_K:
+            kernels::quantize_acts_k(x, y, k, r0, r1);
             break;
     }
 }
@@ -157,7 +160,9 @@ void CpuOps::run(const ArenaView& a, LmHeadScratch& s, const Op& op, const Batch
             const int64_t n = op.weight.n_rows;
             float* y = a.f32(op.out);
             const bool tiled = quant::tile_type_of(op.weight.type).has_value();
-            if (tiled || op.weight.packed || op.lut || op.act == kernels::ActKind::Q8_0) {
+            const bool quantised =
+                op.act == kernels::ActKind::Q8_0 || op.act == kernels::ActKind::Q8_K;
+            if (tiled || op.weight.packed || op.lut || quantised) {
                 // Packed weights come in groups of 16 rows, tile formats in strips of 32: split
                 // on their boundaries.
                 const int64_t g = tiled ? quant::kTileDim : quant::kPackRows;

@@ -47,6 +47,8 @@ std::string DeviceReport::summary() const {
         }
         line("  host: %.2f GB of tile copies of the weights (0: the file is in tile formats)",
              host_tile_copy_bytes / 1e9);
+        if (!weight_conversion.empty())
+            line("  weights read as: %s (converted once at load)", weight_conversion.c_str());
     }
     return s;
 }

@@ -43,6 +43,9 @@ struct DeviceReport {
     // Host memory of the tile copies npu-sim made of the model's weights (measured, not
     // projected): 0 when the file already stores its matrices in the tile formats it reads.
     size_t host_tile_copy_bytes = 0;
+    // npu-sim: the file's weight formats and the tile formats it reads them in, with matrix
+    // counts ("Q4_K -> TQ4 (13), Q6_K -> TQ8 (3)").
+    std::string weight_conversion;
 
     double host_s = 0;  // measured host wall time inside execute() (not projected)
 

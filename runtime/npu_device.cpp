@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <optional>
 #include <set>
 #include <tuple>
@@ -504,6 +505,7 @@ class NpuSimDevice : public Device {
         report_.window_bytes = npu_.window_bytes;
         for (const TileWeight& t : weights_)  // the copies live as long as the device
             if (t.host) report_.host_tile_copy_bytes += t.bytes();
+        report_.weight_conversion = conversion_summary();
         frag_sum_ = 0;
         frag_n_ = 0;
     }
@@ -549,7 +551,25 @@ class NpuSimDevice : public Device {
         weights_.push_back(std::move(t));
         const int id = static_cast<int>(weights_.size()) - 1;
         weight_ids_.emplace(w.data, id);
+        conversions_[{w.type, type}] += 1;
+        report_.weight_conversion = conversion_summary();
         return id;
+    }
+
+    // "Q4_K -> TQ4 (13), Q6_K -> TQ8 (3)": which file formats the NPU reads in which tile
+    // format, converted once when a plan is compiled (a tile format in the file is read in place).
+    std::string conversion_summary() const {
+        std::string s;
+        for (const auto& [key, count] : conversions_) {
+            const char* from = format::tensor_type_info(key.first).name;
+            const char* to = quant::tile_type_name(key.second);
+            if (!s.empty()) s += ", ";
+            s += std::string(from) +
+                 (quant::tile_type_of(key.first) == key.second ? " as is"
+                                                               : " -> " + std::string(to)) +
+                 " (" + std::to_string(count) + ")";
+        }
+        return s;
     }
 
     void ensure_bucket(NpuCompiledPlan& cp, int64_t bucket, npu::Cost& one) {
@@ -774,6 +794,7 @@ class NpuSimDevice : public Device {
     std::vector<int64_t> buckets_;
     std::vector<TileWeight> weights_;
     std::unordered_map<const uint8_t*, int> weight_ids_;
+    std::map<std::pair<format::TensorType, quant::TileType>, int> conversions_;
     std::set<std::pair<uint64_t, int64_t>> compiled_;  // (plan signature, bucket)
     // Memory runtime.
     std::unique_ptr<WindowBuffer> window_;

@@ -42,8 +42,9 @@ const char* op_name(OpKind k) {
 namespace {
 
 size_t prepared_row_bytes(kernels::ActKind act, int64_t cols) {
-    return act == kernels::ActKind::Q8_0 ? quant::act_layout(cols).row_bytes
-                                         : sizeof(float) * static_cast<size_t>(cols);
+    return act == kernels::ActKind::Q8_0 || act == kernels::ActKind::Q8_K
+               ? quant::act_layout(cols).row_bytes
+               : sizeof(float) * static_cast<size_t>(cols);
 }
 
 }  // namespace

@@ -26,8 +26,9 @@ WeightRecipe parse_weight_recipe(const std::string& name) {
     if (name == "model") return WeightRecipe::Model;
     if (name == "tq4") return WeightRecipe::Tq4;
     throw Error(
-        "--npu-weights must be 'model' (the model's precision: Q4_0 -> TQ4, Q8_0 -> TQ8, "
-        "float -> TF16, tile formats as they are) or 'tq4' (TQ4, TQ8 for FFN down), got '" +
+        "--npu-weights must be 'model' (the model's precision: formats of <= 4 bits -> TQ4, "
+        "5-8 bits -> TQ8, float -> TF16, tile formats as they are) or 'tq4' (TQ4, TQ8 for FFN "
+        "down), got '" +
         name + "'");
 }
 
@@ -38,10 +39,23 @@ quant::TileType npu_weight_type(format::TensorType type, const std::string& op_n
         return ffn_down ? quant::TileType::TQ8 : quant::TileType::TQ4;
     }
     if (const auto tile = quant::tile_type_of(type)) return *tile;  // a file already in tiles
+    using format::TensorType;
     switch (type) {
-        case format::TensorType::Q4_0:
+        // Four bits or fewer per weight: the 4-bit tiles (Q2_K and Q3_K gain precision).
+        case TensorType::Q4_0:
+        case TensorType::Q4_1:
+        case TensorType::IQ4_NL:
+        case TensorType::IQ4_XS:
+        case TensorType::Q2_K:
+        case TensorType::Q3_K:
+        case TensorType::Q4_K:
             return quant::TileType::TQ4;
-        case format::TensorType::Q8_0:
+        // Five to eight bits: the 8-bit tiles.
+        case TensorType::Q5_0:
+        case TensorType::Q5_1:
+        case TensorType::Q5_K:
+        case TensorType::Q6_K:
+        case TensorType::Q8_0:
             return quant::TileType::TQ8;
         default:
             return quant::TileType::TF16;

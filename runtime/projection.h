@@ -20,8 +20,9 @@ struct Batch;  // runtime/device.h
 enum class Placement : uint8_t { Npu, Cpu, Skip };
 const char* placement_name(Placement p);
 
-// Which tile format the NPU reads a model weight in. `model`: Q4_0 -> TQ4, Q8_0 -> TQ8, float
-// types -> TF16 (the model's own precision class). `tq4`: the published recipe (docs/npu-facts.md,
+// Which tile format the NPU reads a model weight in. `model`: the model's own precision class
+// (block formats of <= 4 bits per weight, Q2_K ... Q4_K and IQ4 included, -> TQ4; Q5_0 ... Q8_0
+// -> TQ8; float types -> TF16). `tq4`: the published recipe (docs/npu-facts.md,
 // "Tile-group quantisation"): TQ4 for every matrix, TQ8 for the FFN down projection.
 enum class WeightRecipe { Model, Tq4 };
 WeightRecipe parse_weight_recipe(const std::string& name);  // throws llada::Error

@@ -160,18 +160,20 @@ TEST(Kernels, ActivationPreparationMatchesScalarExactly) {
                 const uint8_t* rec = packed.data() + r * al.row_bytes + b * quant::kActRecordBytes;
                 const auto& want = qb[r * (k / 32) + b];
                 float d;
-                int32_t seeds[3];
+                int32_t seeds[4];
                 std::memcpy(&d, rec + quant::kActScaleAt, sizeof d);
                 std::memcpy(seeds, rec + quant::kActSeedQ4At, sizeof seeds);
                 ASSERT_EQ(d, quant::fp16_to_fp32(want.d)) << r << "," << b;
-                int32_t sum = 0;
+                int32_t lo = 0, hi = 0;
                 for (int j = 0; j < 32; ++j) {
                     ASSERT_EQ(static_cast<int8_t>(rec[j]), want.qs[j]);
-                    sum += want.qs[j];
+                    (j < 16 ? lo : hi) += want.qs[j];
                 }
-                ASSERT_EQ(seeds[0], -8 * sum);
-                ASSERT_EQ(seeds[1], -128 * sum);
-                ASSERT_EQ(seeds[2], 0);
+                // The Q4_0 and Q8_0 seeds, then the generic kernel's negated half sums.
+                ASSERT_EQ(seeds[0], -8 * (lo + hi));
+                ASSERT_EQ(seeds[1], -128 * (lo + hi));
+                ASSERT_EQ(seeds[2], -lo);
+                ASSERT_EQ(seeds[3], -hi);
             }
         }
     });

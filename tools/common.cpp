@@ -479,8 +479,9 @@ void DeviceFlags::add_to(ArgTable& args) {
                 "the least recently used when the window is full)",
                 &config.memory);
     args.string({"--npu-weights"}, "RECIPE",
-                "npu-sim tile formats: model (Q4_0 -> TQ4, Q8_0 -> TQ8, float -> TF16;\n"
-                "default) or tq4 (TQ4, TQ8 for FFN down)",
+                "npu-sim tile formats: model (<= 4-bit formats such as Q4_0, Q4_K, IQ4_XS\n"
+                "-> TQ4, 5-8 bits -> TQ8, float -> TF16; default) or tq4 (TQ4, TQ8 for FFN\n"
+                "down)",
                 &config.weights);
     args.string({"--npu-set"}, "K=V,...",
                 "override profile parameters, e.g. map_fixed_us=500,window_gib=2",
