@@ -1,6 +1,6 @@
 // llada-quantize's library (tools/synthetic.h): the synthetic shapes (Dream-7B's among them),
 // random-weight models that load and decode, and re-quantisation with the mix rule or --pure,
-// metadata carried over.
+// metadata carried over (the mixes' rules themselves: tests/quant_mix_test.cpp).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -84,9 +84,10 @@ TEST(Synthetic, ADreamShapedModelLoadsAndDecodes) {
     fs::remove(path);
 }
 
-// Q4_0 keeps the head at Q8_0 (llama-quantize keeps it higher too); --pure does not. The
-// metadata, tokenizer and chat template included, is carried over, and the re-quantised
-// model's logits stay near the original's.
+// The Q4_0 mix keeps the head at a higher precision, as llama-quantize does (Q6_K, whose
+// fallback for these rows of 128 values is Q8_0); --pure does not. The metadata, tokenizer and
+// chat template included, is carried over, and the re-quantised model's logits stay near the
+// original's.
 TEST(Requantize, MixRuleKeepsTheHeadAndPureDoesNot) {
     const fs::path src = temp("src.gguf"), mix = temp("mix.gguf"), pure = temp("pure.gguf");
     runtime::ThreadPool pool(2);
@@ -112,9 +113,19 @@ TEST(Requantize, MixRuleKeepsTheHeadAndPureDoesNot) {
         ++checked;
     }
     EXPECT_EQ(checked, 2 + 7 * 2);
-    EXPECT_EQ(tools::mix_type("token_embd.weight", format::TensorType::Q4_0, true),
-              format::TensorType::Q8_0);  // a tied head is the embedding
-    EXPECT_EQ(tools::mix_type("output.weight", format::TensorType::Q8_0, false),
+    tools::ModelFacts tied;
+    tied.tied = true;
+    const tools::FileType& q4_0 = tools::parse_file_type("Q4_0");
+    const tools::FileType& q8_0 = tools::parse_file_type("Q8_0");
+    // A tied head is the embedding: Q6_K, or at these 128-value rows its fallback Q8_0.
+    EXPECT_EQ(tools::choose_type(q4_0, tied, {"token_embd.weight", 2, 128, format::TensorType::F32},
+                                 false),
+              format::TensorType::Q8_0);
+    EXPECT_EQ(tools::choose_type(q4_0, tied,
+                                 {"token_embd.weight", 2, 4096, format::TensorType::F32}, false),
+              format::TensorType::Q6_K);
+    EXPECT_EQ(tools::choose_type(q8_0, tools::ModelFacts{},
+                                 {"output.weight", 2, 4096, format::TensorType::F32}, false),
               format::TensorType::Q8_0);
     for (const char* key : {"tokenizer.ggml.tokens", "tokenizer.chat_template",
                             "tokenizer.ggml.mask_token_id", "llada.block_count"}) {
@@ -289,9 +300,10 @@ TEST(Requantize, LlamaCppLoadsTheRowFormatsAndRefusesTheTileFormats) {
         EXPECT_EQ(rc == 0, c.loads) << log;
         fs::remove(path);
     }
-    // A shipped model and the PyTorch-written Hugging Face directory, re-quantised with the mix
-    // rule (Q4_0 with the head at Q8_0): metadata and vocabulary carried over.
-    for (const fs::path src : {fs::path(LLADA_SOURCE_DIR) / "models" / "tiny-llada-s.gguf",
+    // A shipped model and the PyTorch-written Hugging Face directory, re-quantised with the Q4_0
+    // mix (the head in Q6_K, or Q8_0 where its rows are not a multiple of Q6_K's 256-value
+    // block): metadata and vocabulary carried over.
+    for (const fs::path& src : {fs::path(LLADA_SOURCE_DIR) / "models" / "tiny-llada-s.gguf",
                                fs::path(LLADA_TEST_DATA) / "hf" / "llada"}) {
         SCOPED_TRACE(src.string());
         const fs::path path = temp("llama-mix.gguf");

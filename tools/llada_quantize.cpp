@@ -1,6 +1,7 @@
-// llada-quantize: re-quantise a GGUF (the matrices to one type, the head kept at Q8_0 under
-// Q4_0 and FFN down at TQ8 under TQ4 unless --pure), or write a random-weight model of any shape
-// (up to LLaDA-8B's and Dream-7B's) for speed and memory work.
+// llada-quantize: re-quantise a GGUF or a Hugging Face directory to one of llama-quantize's file
+// types with its per-tensor mix (tools/quant_mix.h; TQ4 puts FFN down at TQ8) unless --pure, or
+// write a random-weight model of any shape (up to LLaDA-8B's and Dream-7B's) for speed and memory
+// work.
 #include <unistd.h>
 
 #include <chrono>
@@ -21,25 +22,37 @@ int main(int argc, char** argv) {
         int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
         tools::ArgTable args(
             "llada-quantize",
-            "Re-quantises a GGUF:   llada-quantize --in IN.gguf --out OUT.gguf --type Q4_0\n"
+            "Re-quantises a GGUF or a Hugging Face directory, as llama-quantize does:\n"
+            "  llada-quantize --in IN.gguf --out OUT.gguf --type Q4_K_M\n"
             "or writes a random-weight model of a given shape:\n"
             "  llada-quantize --synthetic 1b --type F16 --out 1b-f16.gguf\n"
             "Shapes: tiny, 1b (d 2048, 16 layers, ffn 5632, vocab 32000), 8b (LLaDA-8B),\n"
             "dream-7b (Dream-7B: Qwen2's block with Q/K/V biases), llada-moe (LLaDA-MoE-7B-A1B:\n"
             "64 experts, 8 per token), with overrides, e.g.\n"
             "8b,layers=4 or d=1024,layers=8,heads=8,ffn=2816,vocab=32000 or arch=dream.\n"
-            "Re-quantising to Q4_0 keeps output.weight (the head) at Q8_0, as llama-quantize\n"
-            "keeps it at a higher precision (it picks Q6_K, which llada.cpp does not read);\n"
-            "--pure puts every matrix in --type. Synthetic models are always pure.\n"
+            "Types: F32, F16, BF16; llama-quantize's Q8_0, Q6_K, Q5_K_M, Q5_K_S, Q5_1, Q5_0,\n"
+            "Q4_K_M, Q4_K_S, Q4_1, Q4_0, IQ4_NL, IQ4_XS, Q3_K_L, Q3_K_M, Q3_K_S, Q2_K, Q2_K_S\n"
+            "(Q3_K, Q4_K, Q5_K: the _M ones); llada.cpp's tile formats TQ4, TQ8, TF16.\n"
+            "The quantised types are llama-quantize's mixes, with its per-tensor rules and its\n"
+            "general.file_type numbers: the head (output.weight, or token_embd.weight when tied)\n"
+            "in Q6_K (Q8_0 stays Q8_0), and in the K-quant and IQ4 mixes more bits for some V\n"
+            "projections, FFN down and attention output projections (e.g. Q4_K_M: Q6_K for about\n"
+            "half the layers' attn_v and ffn_down). MoE routers and 1-D tensors stay as they are.\n"
+            "A tensor whose rows the chosen type's block does not divide (256 values for the\n"
+            "K-quants and IQ4_XS) takes llama-quantize's fallback (e.g. Q4_K -> Q5_0), said on\n"
+            "stderr. --pure puts every matrix in the type's own block type (Q4_K for Q4_K_M), as\n"
+            "llama-quantize --pure; synthetic models are always pure. No importance matrix:\n"
+            "Q2_K_S is written without the one llama-quantize requires for it.\n"
             "TQ4, TQ8 and TF16 are llada.cpp's tile formats (docs/formats.md): matrices in the\n"
             "NPU's 32x32 tile order, which npu-sim reads in place and the CPU runs with the NPU's\n"
             "numerics; llama.cpp does not read them. --type TQ4 follows the published recipe\n"
             "(TQ8 for every FFN down projection) unless --pure.");
-        args.string({"--in"}, "FILE", "GGUF to re-quantise", &in);
+        args.string({"--in"}, "PATH", "GGUF or Hugging Face directory to re-quantise", &in);
         args.string({"--out"}, "FILE", "output GGUF", &out);
-        args.string({"--type"}, "TYPE", "F32, F16, BF16, Q8_0, Q4_0, TQ4, TQ8 or TF16", &type_name);
+        args.string({"--type"}, "TYPE", "file type: Q4_K_M, Q8_0, F16, ... (listed above)",
+                    &type_name);
         bool pure = false, no_progress = false;
-        args.flag({"--pure"}, "every 2-D tensor in --type (no higher-precision head)", &pure);
+        args.flag({"--pure"}, "every 2-D/3-D tensor in the type's default type (no mix)", &pure);
         args.flag({"--no-progress"}, "no progress line (drawn only on a terminal anyway)",
                   &no_progress);
         args.string({"--synthetic"}, "SHAPE", "write a random-weight model of this shape",
@@ -51,7 +64,7 @@ int main(int argc, char** argv) {
         if (type_name.empty()) throw Error("--type is required");
         if (in.empty() == shape_spec.empty())
             throw Error("give exactly one of --in and --synthetic");
-        const format::TensorType type = tools::parse_type(type_name);
+        const tools::FileType& type = tools::parse_file_type(type_name);
         if (pure && in.empty()) throw Error("--pure applies to --in (synthetic models are pure)");
         const bool progress = !no_progress && isatty(STDERR_FILENO);
         runtime::ThreadPool pool(threads);

@@ -60,27 +60,6 @@ void random_row(uint64_t key, float a, float* out, int64_t n) {
     }
 }
 
-uint32_t file_type(format::TensorType t) {
-    switch (t) {
-        case format::TensorType::F32:
-            return 0;
-        case format::TensorType::F16:
-            return 1;
-        case format::TensorType::Q4_0:
-            return 2;
-        case format::TensorType::Q8_0:
-            return 7;
-        case format::TensorType::BF16:
-            return 32;
-        case format::TensorType::TQ4:
-        case format::TensorType::TQ8:
-        case format::TensorType::TF16:
-            // llama.cpp's file types stop well below 1024: the tile formats' own numbers.
-            return static_cast<uint32_t>(t);
-    }
-    return 0;
-}
-
 // Converts rows in parallel: row r of the output gets produce(r, scratch) quantised to `type`;
 // for a tile format, strips of 32 rows at a time (quant/tile.h).
 template <typename Produce>
@@ -130,7 +109,7 @@ format::GgufWriter::Fill with_progress(bool on, int index, int total, const std:
 std::string tile_moe_message(format::TensorType type) {
     return std::string("the tile format ") + format::tensor_type_info(type).name +
            " holds 2-D matrices only, and npu-sim, which reads it, does not run mixture-of-"
-           "experts models; quantise llada-moe to Q4_0 or Q8_0";
+           "experts models; quantise llada-moe to a row format (Q4_K_M, Q8_0, ...)";
 }
 
 }  // namespace
@@ -258,19 +237,17 @@ SyntheticShape parse_shape(const std::string& spec) {
 }
 
 format::TensorType parse_type(const std::string& name) {
-    std::string u = name;
-    for (char& c : u)
-        c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    for (auto t : {format::TensorType::F32, format::TensorType::F16, format::TensorType::BF16,
-                   format::TensorType::Q8_0, format::TensorType::Q4_0, format::TensorType::TQ4,
-                   format::TensorType::TQ8, format::TensorType::TF16}) {
-        if (u == format::tensor_type_info(t).name) return t;
-    }
-    throw Error("unknown weight type '" + name + "' (F32, F16, BF16, Q8_0, Q4_0, TQ4, TQ8, TF16)");
+    return parse_file_type(name).default_type;
 }
 
 void write_synthetic(const SyntheticShape& s, format::TensorType type, uint64_t seed,
                      const std::string& path, runtime::ThreadPool& pool, bool progress) {
+    write_synthetic(s, file_type_of(type), seed, path, pool, progress);
+}
+
+void write_synthetic(const SyntheticShape& s, const FileType& ft, uint64_t seed,
+                     const std::string& path, runtime::ThreadPool& pool, bool progress) {
+    const format::TensorType type = ft.default_type;
     if (quant::tile_type_of(type) && s.n_expert > 0) throw Error(tile_moe_message(type));
     format::GgufWriter w;
     const std::string a = s.arch;
@@ -278,7 +255,7 @@ void write_synthetic(const SyntheticShape& s, format::TensorType type, uint64_t 
     w.set_string("general.architecture", a);
     w.set_string("general.name", "synthetic-" + a + "-" + std::to_string(s.n_layer) + "L-" +
                                      std::to_string(s.n_embd) + "d");
-    w.set_u32("general.file_type", file_type(type));
+    w.set_u32("general.file_type", ft.llama_ftype);
     w.set_u32(a + ".block_count", static_cast<uint32_t>(s.n_layer));
     w.set_u32(a + ".context_length", static_cast<uint32_t>(s.n_ctx));
     w.set_u32(a + ".embedding_length", static_cast<uint32_t>(s.n_embd));
@@ -356,14 +333,18 @@ void write_synthetic(const SyntheticShape& s, format::TensorType type, uint64_t 
     // token_embd, output and 7 per layer (8 with a router and three expert stacks)
     const int n_matrices = 2 + (s.n_expert > 0 ? 8 : 7) * s.n_layer;
     // A matrix of n_rows x n_cols, or with n_expert > 0 a stack of that many (GGUF order
-    // {n_cols, n_rows, n_expert}); the router (ffn_gate_inp) stays F32.
+    // {n_cols, n_rows, n_expert}); the router (ffn_gate_inp) stays F32 (choose_type keeps it).
     auto matrix = [&](const std::string& name, int64_t n_cols, int64_t n_rows,
                       int64_t n_expert = 0) {
         const uint64_t key = mix(seed) ^ mix(++tensor_index * 0x100000001b3ull);
         std::vector<uint64_t> ne = {static_cast<uint64_t>(n_cols), static_cast<uint64_t>(n_rows)};
         if (n_expert > 0) ne.push_back(static_cast<uint64_t>(n_expert));
+        std::string note;
         const format::TensorType t =
-            name.find("ffn_gate_inp") != std::string::npos ? format::TensorType::F32 : type;
+            choose_type(ft, ModelFacts{},
+                        {name, static_cast<uint32_t>(ne.size()), n_cols, format::TensorType::F32},
+                        /*pure=*/true, &note);
+        if (!note.empty()) std::fprintf(stderr, "note: %s\n", note.c_str());
         w.add_tensor(name, t, ne,
                      with_progress(progress, static_cast<int>(tensor_index), n_matrices, name,
                                    rows_fill(t, n_rows * std::max<int64_t>(1, n_expert), n_cols,
@@ -421,47 +402,68 @@ void write_synthetic(const SyntheticShape& s, format::TensorType type, uint64_t 
 }
 
 format::TensorType mix_type(const std::string& name, format::TensorType type, bool tied) {
-    if (type == format::TensorType::TQ4) {
-        // The published NPU recipe (docs/npu-facts.md): TQ4 everywhere, TQ8 for FFN down.
-        const bool ffn_down = name.find("ffn_down") != std::string::npos;
-        return ffn_down ? format::TensorType::TQ8 : type;
+    if (!format::tensor_type_info(type).tiled) {
+        throw Error(std::string("mix_type: ") + format::tensor_type_info(type).name +
+                    " is not a tile format; the row formats' mixes are choose_type's");
     }
-    const bool head = name == "output.weight" || (tied && name == "token_embd.weight");
-    return head && type == format::TensorType::Q4_0 ? format::TensorType::Q8_0 : type;
+    ModelFacts facts;
+    facts.tied = tied;
+    return choose_type(file_type_of(type), facts, {name, 2, 0, format::TensorType::F32},
+                       /*pure=*/false);
 }
 
-void requantize(const std::string& in, const std::string& out, format::TensorType out_type,
+void requantize(const std::string& in, const std::string& out, format::TensorType type,
+                runtime::ThreadPool& pool, bool pure, bool progress) {
+    requantize(in, out, file_type_of(type), pool, pure, progress);
+}
+
+void requantize(const std::string& in, const std::string& out, const FileType& ft,
                 runtime::ThreadPool& pool, bool pure, bool progress) {
     auto f = model::open_model_file(in);
+    const ModelFacts facts = model_facts(*f);
     format::GgufWriter w;
     for (const auto& kv : f->kvs())
         w.copy_kv(kv);
-    w.set_u32("general.file_type", file_type(out_type));
-    const bool tied = f->find_tensor("output.weight") == nullptr;
-    // Matrices and expert stacks are quantised; vectors and MoE routers are copied (llama-quantize
-    // never quantises ffn_gate_inp: routing is sensitive to it and it is small).
-    auto quantised = [](const format::GgufTensor& t) {
-        return (t.n_dims == 2 || t.n_dims == 3) &&
-               t.name.find("ffn_gate_inp.weight") == std::string::npos;
-    };
-    int n_matrices = 0, index = 0;
-    for (const auto& t : f->tensors())
-        n_matrices += quantised(t);
+    // What llama-quantize writes: the file type, and ggml's quantisation version (2 since the
+    // block layouts last changed, in 2023).
+    w.set_u32("general.quantization_version", 2);
+    w.set_u32("general.file_type", ft.llama_ftype);
+    // Every tensor's type first, so the fallback notes come before the progress line.
+    std::vector<format::TensorType> types;
+    int n_matrices = 0;
+    bool unweighted_q2_k = false;
     for (const auto& t : f->tensors()) {
-        std::vector<uint64_t> ne(t.ne, t.ne + t.n_dims);
-        if (!quantised(t)) {
-            w.add_tensor(t.name, t.type, ne, std::vector<uint8_t>(t.data, t.data + t.n_bytes));
-            continue;
-        }
-        const format::TensorType type = pure ? out_type : mix_type(t.name, out_type, tied);
+        std::string note;
+        const format::TensorType type = choose_type(
+            ft, facts, {t.name, t.n_dims, static_cast<int64_t>(t.ne[0]), t.type}, pure, &note);
+        if (!note.empty()) std::fprintf(stderr, "note: %s\n", note.c_str());
         if (quant::tile_type_of(type) && t.n_dims != 2) {
             throw Error("tensor '" + t.name + "': " + tile_moe_message(type));
         }
-        const auto& info = format::tensor_type_info(type);
-        if (!info.tiled && t.ne[0] % info.block_elems != 0) {
-            throw Error("tensor '" + t.name + "' has rows of " + std::to_string(t.ne[0]) +
-                        " values, not a multiple of " + info.name + "'s block size " +
-                        std::to_string(info.block_elems));
+        types.push_back(type);
+        n_matrices += type != t.type;
+        unweighted_q2_k |= type == format::TensorType::Q2_K && t.name != "token_embd.weight" &&
+                           t.name != "output.weight";
+    }
+    if (unweighted_q2_k && std::string_view(ft.name) == "Q2_K_S") {
+        // llama-quantize writes Q2_K_S's Q2_K tensors only from an importance matrix (--imatrix);
+        // llada-quantize has none, so they are quantised as Q2_K quantises them.
+        std::fprintf(stderr,
+                     "note: llama-quantize requires an importance matrix for Q2_K_S, which "
+                     "llada-quantize does not take: its Q2_K tensors are quantised without one\n");
+    }
+    int index = 0;
+    for (size_t i = 0; i < f->tensors().size(); ++i) {
+        const auto& t = f->tensors()[i];
+        const format::TensorType type = types[i];
+        std::vector<uint64_t> ne(t.ne, t.ne + t.n_dims);
+        if (type == t.type) {
+            // Already in its type (vectors, routers, or a matrix the mix leaves as it is): the
+            // bytes as they are, as llama-quantize copies them, read when the file is written.
+            const uint8_t* src = t.data;
+            w.add_tensor(t.name, t.type, ne,
+                         [src](uint8_t* dst, size_t n) { std::memcpy(dst, src, n); });
+            continue;
         }
         const int64_t cols = static_cast<int64_t>(t.ne[0]);
         const int64_t rows = static_cast<int64_t>(t.n_elements / t.ne[0]);

@@ -1,5 +1,6 @@
 // Random-weight models at any shape, written as real GGUF files in llama.cpp's layout, for speed
-// and memory work (up to the full LLaDA-8B shape); and re-quantisation of existing GGUFs.
+// and memory work (up to the full LLaDA-8B shape); and re-quantisation of existing GGUFs to
+// llama-quantize's mixes (tools/quant_mix.h).
 #pragma once
 
 #include <cstdint>
@@ -7,6 +8,7 @@
 
 #include "format/tensor_type.h"
 #include "runtime/thread_pool.h"
+#include "tools/quant_mix.h"
 
 namespace llada::tools {
 
@@ -41,24 +43,37 @@ struct SyntheticShape {
 SyntheticShape parse_shape(const std::string& spec);
 
 // Writes a model with uniform random weights (std 0.02, deterministic in `seed`), unit norm
-// weights, every matrix in `type` (norms F32), and a byte-level vocabulary padded to n_vocab with
-// unused filler tokens plus BOS/EOS/mask/end-of-turn specials (at LLaDA-8B's ids when the
-// vocabulary has LLaDA-8B's size).
+// weights, every matrix in `type` (norms and MoE routers F32; a matrix whose rows `type`'s block
+// does not divide takes llama-quantize's fallback, as with --pure), and a byte-level vocabulary
+// padded to n_vocab with unused filler tokens plus BOS/EOS/mask/end-of-turn specials (at
+// LLaDA-8B's ids when the vocabulary has LLaDA-8B's size). general.file_type is that of
+// file_type_of(type) (tools/quant_mix.h).
 void write_synthetic(const SyntheticShape& shape, format::TensorType type, uint64_t seed,
                      const std::string& path, runtime::ThreadPool& pool, bool progress = false);
+// The same with every matrix in `ft`'s default type and `ft`'s general.file_type (a synthetic
+// model is pure: no mix).
+void write_synthetic(const SyntheticShape& shape, const FileType& ft, uint64_t seed,
+                     const std::string& path, runtime::ThreadPool& pool, bool progress = false);
 
-// Re-quantises the 2-D and 3-D (expert) tensors of `in` to `type` (routers stay as they are), keeps
-// 1-D tensors as they are, copies the metadata (tokenizer and chat template included) and sets
-// general.file_type. pure: every 2-D tensor in `type` (llama-quantize --pure). Otherwise the mix
-// rule: with Q4_0, output.weight (or, tied, token_embd.weight) stays at Q8_0, as llama-quantize
-// keeps the head at a higher precision (it picks Q6_K, which llada.cpp does not read). progress: a
-// line on stderr redrawn per tensor (for a terminal).
+// Re-quantises the file (a GGUF or a Hugging Face directory) `in` to file type `ft`: each
+// tensor's type is choose_type's (tools/quant_mix.h: llama-quantize's mix, or with `pure` every
+// matrix and expert stack in the default type, as llama-quantize --pure), a line on stderr for
+// each tensor that takes the fallback type; tensors already in their type are copied. Copies the
+// metadata (tokenizer and chat template included) and sets general.file_type and
+// general.quantization_version as llama-quantize does. progress: a line on stderr redrawn per
+// tensor (for a terminal).
+void requantize(const std::string& in, const std::string& out, const FileType& ft,
+                runtime::ThreadPool& pool, bool pure = true, bool progress = false);
+// The same for file_type_of(type): Q4_0 is the Q4_0 mix, Q4_K the Q4_K_M mix.
 void requantize(const std::string& in, const std::string& out, format::TensorType type,
                 runtime::ThreadPool& pool, bool pure = true, bool progress = false);
-// The type the mix rule gives tensor `name` of a file quantised to `type` (tied: no output.weight).
+// The tile recipe's type for tensor `name` under tile type `type` (TQ8 for FFN down under TQ4).
+// The row formats' mixes depend on the model and the tensor's shape: tools::choose_type. Throws
+// llada::Error for a type that is not a tile format.
 format::TensorType mix_type(const std::string& name, format::TensorType type, bool tied);
 
-// "F32", "F16", "BF16", "Q8_0", "Q4_0" (case-insensitive); throws llada::Error otherwise.
+// The default tensor type of the file type called `name` (tools::parse_file_type: "Q4_K_M"
+// gives Q4_K, "tq8" TQ8); throws llada::Error listing the accepted names otherwise.
 format::TensorType parse_type(const std::string& name);
 
 }  // namespace llada::tools
