@@ -1,6 +1,7 @@
 #!/bin/sh
 # The published on-phone ablation, every row in one table (PROJECTED: npu-sim, sm8750 and its
-# CPU): LLaDA-8B shape, random Q4_0 weights, prompt 80, gen 128, block 32. Rows 6-9 replay
+# CPU): LLaDA-8B shape, random weights in llama-quantize's Q4_K_M mix (WEIGHTS=Q4_0 for the
+# pure Q4_0 file of earlier runs), prompt 80, gen 128, block 32. Rows 6-9 replay
 # decision traces of a trained model (a fixed sample of $SAMPLE of them): by default
 # tiny-llada-m's (32 tokens in blocks of 8, mapped onto the 8B run's blocks of 32), which
 # `QUALITY=traces sh bench/quality.sh` writes; with TRACES=long tiny-llada-l's (128 tokens in
@@ -19,7 +20,8 @@ for t in $sched $need $thr $rev; do
         exit 1
     fi
 done
-m=$(model 8b Q4_0 llada-8b-q4_0)
+W=${WEIGHTS:-Q4_K_M}
+m=$(model 8b "$W" "llada-8b-$(echo "$W" | tr A-Z a-z)")
 "$BIN/llada-bench" -m "$m" --ablation --ablation-configs "${CONFIGS:-123456789}" --no-sensitivity \
     --timing-only --prompt-len 80 --gen 128 --block 32 -t "$THREADS" --replay-sample "${SAMPLE:-50}" \
     --replay "$Q/$sched.jsonl" --replay-need "$Q/$need.jsonl" \

@@ -605,6 +605,40 @@ TEST(QuantMix, ModelFactsFromAFile) {
     EXPECT_FALSE(hf.tied);
 }
 
+// A synthetic model of a mix's name has the types llama-quantize's rules give the same shape:
+// those of re-quantising its F32 twin to the mix; one of a tensor type's name is pure.
+TEST(QuantMix, SyntheticMixesTakeTheMixesTypes) {
+    runtime::ThreadPool pool(2);
+    for (const char* shape :
+         {"layers=16,d=256,heads=4,kv_heads=4,ffn=256,vocab=512",
+          "dream-7b,layers=4,d=256,heads=8,kv_heads=2,ffn=256,vocab=512",
+          "llada-moe,layers=2,d=256,heads=4,experts=4,used=2,expert_ffn=256,vocab=512"}) {
+        for (const char* mix : {"Q4_K_M", "Q3_K_S", "Q2_K", "Q6_K"}) {
+            SCOPED_TRACE(std::string(shape) + " " + mix);
+            const tools::SyntheticShape s = tools::parse_shape(shape);
+            const tools::FileType& ft = tools::parse_file_type(mix);
+            const fs::path f32 = temp("syn-f32.gguf"), direct = temp("syn-mix.gguf"),
+                           requant = temp("syn-requant.gguf");
+            tools::write_synthetic(s, TensorType::F32, 1, f32.string(), pool);
+            tools::write_synthetic(s, ft, 1, direct.string(), pool);
+            tools::requantize(f32.string(), requant.string(), ft, pool, false);
+            auto a = format::GgufFile::open(direct.string());
+            auto b = format::GgufFile::open(requant.string());
+            const bool pure = std::string(mix) == "Q6_K" || std::string(mix) == "Q2_K";
+            for (const auto& t : a->tensors()) {
+                if (t.n_dims < 2) continue;
+                const TensorType want = pure && t.name.find("ffn_gate_inp") == std::string::npos
+                                            ? ft.default_type
+                                            : b->find_tensor(t.name)->type;
+                EXPECT_EQ(t.type, want) << t.name;
+            }
+            fs::remove(f32);
+            fs::remove(direct);
+            fs::remove(requant);
+        }
+    }
+}
+
 // llama.cpp's own quantised files (../shared/fixtures/llamacpp-quants, written by llama-quantize
 // from F32 models): every tensor's type and general.file_type are what the rule gives.
 TEST(QuantMix, MatchesLlamaQuantizesFixtures) {

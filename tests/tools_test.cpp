@@ -171,6 +171,64 @@ fs::path fixture_with(const std::string& name, const std::vector<std::string>& k
     return path;
 }
 
+// The fixture model with tensor `name`'s ggml type id overwritten by `type` in the file's
+// tensor table (a type the writer could not produce: one llada.cpp does not read, or a block
+// format whose block does not divide the rows).
+fs::path fixture_with_type_id(const std::string& file, const std::string& name, uint32_t type) {
+    const fs::path src =
+        fixture_with(file, {}, [](format::GgufWriter&, const format::GgufFile&) {});
+    std::ifstream in(src, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    in.close();
+    // Tensor info: u64 name length, the name, u32 n_dims, n_dims u64 extents, u32 type.
+    std::string key(8, '\0');
+    const uint64_t len = name.size();
+    std::memcpy(key.data(), &len, 8);
+    key += name;
+    const size_t at = bytes.find(key);
+    EXPECT_NE(at, std::string::npos) << name;
+    uint32_t n_dims;
+    std::memcpy(&n_dims, bytes.data() + at + key.size(), 4);
+    std::memcpy(bytes.data() + at + key.size() + 4 + 8 * n_dims, &type, 4);
+    std::ofstream(src, std::ios::binary) << bytes;
+    return src;
+}
+
+// A tensor type llada.cpp does not read (IQ2_XS, TQ1_0) is refused naming the tensor, the type
+// and every supported type; a k-quant tensor whose rows are not a multiple of 256 is refused
+// naming the tensor. Each message is printed once and ends the output with a newline.
+TEST(LladaCli, UnsupportedTensorTypesAreNamedOnce) {
+    struct Case {
+        uint32_t type;
+        std::string expect;
+    } cases[] = {
+        {17,
+         "tensor 'blk.0.attn_q.weight': tensor type IQ2_XS (ggml type 17) is not supported; "
+         "supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, "
+         "Q5_K, Q6_K, IQ4_XS, TQ4, TQ8, TF16"},
+        {34, "tensor type TQ1_0 (ggml type 34) is not supported"},
+        {12,
+         "tensor 'blk.0.attn_q.weight': first dimension 32 is not a multiple of Q4_K's "
+         "block size 256"},
+    };
+    for (const Case& c : cases) {
+        const fs::path path = fixture_with_type_id("bad-type-", "blk.0.attn_q.weight", c.type);
+        for (const std::string tool :
+             {"llada-cli -p x", "llada-forward --tokens '1 2' --out /dev/null"}) {
+            Result r = run(bin(tool.substr(0, tool.find(' ')).c_str()) + " -m " + path.string() +
+                           tool.substr(tool.find(' ')));
+            EXPECT_EQ(r.status, 1) << tool;
+            const size_t first = r.err.find(c.expect);
+            EXPECT_NE(first, std::string::npos) << tool << ": " << r.err;
+            EXPECT_EQ(r.err.find(c.expect, first + 1), std::string::npos) << tool << ": " << r.err;
+            EXPECT_EQ(r.err.find("error: "), 0u) << r.err;
+            EXPECT_EQ(r.err.rfind("error: "), 0u) << r.err;
+            EXPECT_EQ(r.err.back(), '\n') << r.err;
+        }
+        fs::remove(path);
+    }
+}
+
 // The generation the file recommends (llada_cpp.gen_length / block_length) out of range: an
 // error naming the key, never a silent fallback to 128 / 32; --gen / --block override it.
 TEST(LladaCli, OutOfRangeGenerationMetadataIsAnError) {

@@ -27,6 +27,7 @@
 #include "decode/policy.h"
 #include "kernels/peak.h"
 #include "npu/profile.h"
+#include "quant/blocks.h"
 #include "runtime/device.h"
 #include "tools/common.h"
 #include "util/error.h"
@@ -124,8 +125,7 @@ nlohmann::json run_rows(const model::Model& m, runtime::Device& dev, const std::
     model::Session s(m, dev, 1, n_pos, std::max(prefix, max_r), max_r, po);
     // Quantised weights run on int8 dot products, the others on float FMAs: the matching peak.
     const format::GgufTensor* probe = m.gguf().find_tensor("blk.0.ffn_gate.weight");
-    const bool int8 = probe && (probe->type == format::TensorType::Q4_0 ||
-                                probe->type == format::TensorType::Q8_0);
+    const bool int8 = probe && quant::is_block_format(probe->type);
     const double peak = int8 ? peaks.int8_gops : peaks.gflops;
     std::vector<int32_t> tok(n_pos), pos(n_pos), seq(n_pos, 0);
     for (int i = 0; i < n_pos; ++i) {
@@ -930,7 +930,7 @@ int main(int argc, char** argv) {
                         kernels::active_target(), threads);
             std::printf(
                 "measured peak: %.1f GFLOP/s (FMA), %.1f GOP/s (int8 dot), %.1f GB/s (read)\n"
-                "%% peak is against the int8 ceiling for Q4_0/Q8_0 weights, FMA otherwise: the\n"
+                "%% peak is against the int8 ceiling for block-format weights, FMA otherwise: the\n"
                 "highest rate measured in the run (%.1f / %.1f); %% adj against the rate measured\n"
                 "right before the row count's round (column \"adj peak\")\n",
                 peaks.gflops, peaks.int8_gops, peaks.gbps, best.gflops, best.int8_gops);

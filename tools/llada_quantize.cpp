@@ -41,7 +41,8 @@ int main(int argc, char** argv) {
             "A tensor whose rows the chosen type's block does not divide (256 values for the\n"
             "K-quants and IQ4_XS) takes llama-quantize's fallback (e.g. Q4_K -> Q5_0), said on\n"
             "stderr. --pure puts every matrix in the type's own block type (Q4_K for Q4_K_M), as\n"
-            "llama-quantize --pure; synthetic models are always pure. No importance matrix:\n"
+            "llama-quantize --pure. A synthetic model of a type's name (Q4_0, Q6_K, F16) has\n"
+            "every matrix in it, one of a mix's name (Q4_K_M) the mix. No importance matrix:\n"
             "Q2_K_S is written without the one llama-quantize requires for it.\n"
             "TQ4, TQ8 and TF16 are llada.cpp's tile formats (docs/formats.md): matrices in the\n"
             "NPU's 32x32 tile order, which npu-sim reads in place and the CPU runs with the NPU's\n"
@@ -65,7 +66,10 @@ int main(int argc, char** argv) {
         if (in.empty() == shape_spec.empty())
             throw Error("give exactly one of --in and --synthetic");
         const tools::FileType& type = tools::parse_file_type(type_name);
-        if (pure && in.empty()) throw Error("--pure applies to --in (synthetic models are pure)");
+        if (pure && in.empty()) {
+            throw Error(
+                "--pure applies to --in (a synthetic model of a type's name, e.g. Q6_K, is pure)");
+        }
         const bool progress = !no_progress && isatty(STDERR_FILENO);
         runtime::ThreadPool pool(threads);
         const auto t0 = std::chrono::steady_clock::now();

@@ -327,6 +327,16 @@ void write_synthetic(const SyntheticShape& s, const FileType& ft, uint64_t seed,
     w.set_string("tokenizer.chat_template",
                  "{% for message in messages %}{{ message['content'] }}{% endfor %}");
 
+    // A file type named after a tensor type (Q4_0, Q6_K, F16, ...) puts every matrix in it; a
+    // mix's name (Q4_K_M, Q3_K_S, ...) gives each tensor the type llama-quantize's rules give
+    // it in a model of this shape.
+    ModelFacts facts;
+    facts.arch = a;
+    facts.n_layer = s.n_layer;
+    facts.n_gqa = static_cast<int>(s.n_head / s.n_kv_head);
+    facts.n_expert = static_cast<int>(s.n_expert);
+    facts.n_attention_wv = s.n_layer;
+    const bool pure = format::tensor_type_by_name(ft.name).has_value();
     // Uniform in [-a, a] has standard deviation a / sqrt(3) = 0.02.
     const float amp = 0.02f * std::sqrt(3.0f);
     uint64_t tensor_index = 0;
@@ -340,10 +350,9 @@ void write_synthetic(const SyntheticShape& s, const FileType& ft, uint64_t seed,
         std::vector<uint64_t> ne = {static_cast<uint64_t>(n_cols), static_cast<uint64_t>(n_rows)};
         if (n_expert > 0) ne.push_back(static_cast<uint64_t>(n_expert));
         std::string note;
-        const format::TensorType t =
-            choose_type(ft, ModelFacts{},
-                        {name, static_cast<uint32_t>(ne.size()), n_cols, format::TensorType::F32},
-                        /*pure=*/true, &note);
+        const format::TensorType t = choose_type(
+            ft, facts, {name, static_cast<uint32_t>(ne.size()), n_cols, format::TensorType::F32},
+            pure, &note);
         if (!note.empty()) std::fprintf(stderr, "note: %s\n", note.c_str());
         w.add_tensor(name, t, ne,
                      with_progress(progress, static_cast<int>(tensor_index), n_matrices, name,

@@ -50,8 +50,9 @@ SyntheticShape parse_shape(const std::string& spec);
 // file_type_of(type) (tools/quant_mix.h).
 void write_synthetic(const SyntheticShape& shape, format::TensorType type, uint64_t seed,
                      const std::string& path, runtime::ThreadPool& pool, bool progress = false);
-// The same with every matrix in `ft`'s default type and `ft`'s general.file_type (a synthetic
-// model is pure: no mix).
+// The same for file type `ft` (its general.file_type): a name that is a tensor type (Q4_0,
+// Q6_K, F16, ...) puts every matrix in that type; a mix (Q4_K_M, Q5_K_S, Q3_K_L, ...) gives each
+// tensor the type llama-quantize's rules give it in a model of this shape (tools/quant_mix.h).
 void write_synthetic(const SyntheticShape& shape, const FileType& ft, uint64_t seed,
                      const std::string& path, runtime::ThreadPool& pool, bool progress = false);
 
