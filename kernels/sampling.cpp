@@ -55,11 +55,14 @@ void RowStatsChunk(const float* logits, int64_t m_rows, int64_t ld, int64_t n, i
         const float* x = logits + r * ld;
         RowStats s;
         const float m = MaxNoNan(x, n);
-        if (m == -kInf) {  // nothing but -inf / NaN in this chunk
+        // Nothing but -inf / NaN in this chunk. (Where a target's lane maximum starts from the
+        // lowest finite float instead of -inf, as Highway's EMU128 does under clang, such a
+        // chunk yields a maximum no entry equals: that is the same empty chunk.)
+        const int64_t arg = m == -kInf ? -1 : FirstEqual(x, n, m, -1);
+        if (arg < 0) {
             out[r] = s;
             continue;
         }
-        const int64_t arg = FirstEqual(x, n, m, -1);
         s.token = static_cast<int32_t>(v0 + arg);
         s.max = m;
         if (m == kInf) {

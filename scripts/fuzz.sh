@@ -1,5 +1,6 @@
 #!/bin/sh
-# Builds the libFuzzer targets with clang-16 (ASan + UBSan, build-fuzz/), writes the seed corpora
+# Builds the libFuzzer targets with clang-16 (ASan + UBSan, build-fuzz/; or reuses build-asan/ when
+# scripts/sanitize.sh address made it with clang's libFuzzer build), writes the seed corpora
 # and runs every target: `scripts/fuzz.sh [SECONDS]` for a bounded time each (default 30; CI), or
 # `RUNS=1000000 scripts/fuzz.sh` for a number of executions each (the long run of
 # docs/reliability.md); TARGETS="safetensors ..." runs only those. A crash leaves its input in
@@ -19,9 +20,15 @@ if ! ls /usr/lib/llvm-16/lib/clang/16/lib/linux/libclang_rt.fuzzer-*.a > /dev/nu
     echo "fuzz.sh: clang-16 is installed but its libFuzzer runtime is not (libclang-rt-16-dev; scripts/install-deps.sh --fuzz)" >&2
     exit 1
 fi
-B=${FUZZ_BUILD:-build-fuzz}
-CC=clang-16 CXX=clang++-16 cmake -B "$B" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLLADA_FUZZ=ON \
-    -DLLADA_BUILD_TESTS=OFF > /dev/null
+# scripts/sanitize.sh address leaves clang's libFuzzer build (tests included) in build-asan:
+# reuse it when it is there, else build the fuzz targets alone.
+if [ -z "${FUZZ_BUILD:-}" ] && grep -q '^LLADA_FUZZ:BOOL=ON' build-asan/CMakeCache.txt 2> /dev/null; then
+    B=build-asan
+else
+    B=${FUZZ_BUILD:-build-fuzz}
+    CC=clang-16 CXX=clang++-16 cmake -B "$B" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLLADA_FUZZ=ON \
+        -DLLADA_BUILD_TESTS=OFF > /dev/null
+fi
 targets=${TARGETS:-gguf tokenizer chat request safetensors hf_tokenizer}
 cmake --build "$B" -j2 --target llada-quantize $(for t in $targets; do printf '%s_fuzz ' "$t"; done) > /dev/null
 rm -rf "$B/corpus"

@@ -56,20 +56,23 @@ constexpr const char* kSets[] = {
 
 }  // namespace
 
-// Every set within max |diff| <= 1e-2 and mean <= 1e-3 of max|logit|, the same argmax on every
-// row whose top two logits (llama.cpp's) are more than 1e-3 of max|logit| apart.
+// Every set within max |diff| <= 1e-2 and mean <= 1e-3 of max|logit|, and the same argmax on
+// every row whose top two logits (llama.cpp's) are 1e-2 of max|logit| or more apart.
 //
 // Why not 0 and not every row: the engine computes each block's integer sums exactly as
 // llama.cpp does, and its float32 arithmetic (summation order, its streaming attention) differs
 // by a few ulps. A few ulps decide the Q8 rounding of an activation that sits on a .5 boundary;
 // one such flip moves that row's next matmul by ~d_x |w| (3e-3 to 8e-3 of max|logit| here) and,
 // through attention, every row after it. So the sets split into those that match to float32
-// rounding (~3e-7: Q8_0, Q4_0, IQ4_NL, Q3_K_M, Q4_K_S, Q5_K_M, Dream Q4_K_M) and those with a
-// flip somewhere (Q6_K, IQ4_XS, Q4_1, Q5_1; single rows in Q2_K, Q5_0, Q4_K_M). An independent
-// float64 forward of the Q6_K set (numpy, with llama.cpp's Q8_K rule) agrees with this engine to
-// 3e-7 and with llama.cpp to 8e-3: the flip is on llama.cpp's side of the boundary there. A row
-// whose top two logits are closer than one flip (Q4_1 has a row 1.7e-5 apart, Q5_1 one 3.7e-4
-// apart) can change its argmax either way; rows 1e-3 apart or more must not.
+// rounding (~3e-7: Q8_0, Q4_0, IQ4_NL, Q3_K_M, Q4_K_S, Q5_K_M, Dream Q4_K_M in a release build)
+// and those with a flip somewhere (Q6_K, IQ4_XS, Q4_1, Q5_1; single rows in Q2_K, Q5_0, Q4_K_M),
+// and which flips happen depends on the build (the sanitizer build flips a Q3_K_M row too). An
+// independent float64 forward of the Q6_K set (numpy, with llama.cpp's Q8_K rule) agrees with
+// this engine to 3e-7 and with llama.cpp to 8e-3: the flip is on llama.cpp's side of the
+// boundary there. A row whose top two logits are closer than a flip's reach (Q4_1 has one
+// 1.7e-5 apart, Q5_1 one 3.7e-4, Q3_K_M one 1.2e-3) may change its argmax either way; a row
+// 1e-2 apart (the max tolerance, beyond every flip seen) must not. The maximum tolerance alone
+// would only protect rows 2e-2 apart.
 TEST(QuantParity, EveryLlamaQuantizeTypeMatchesLlamaCpp) {
     if (!fs::exists(quant_sets())) GTEST_SKIP() << "../shared/fixtures is absent: skipped";
     for (const char* set : kSets) {
@@ -84,7 +87,7 @@ TEST(QuantParity, EveryLlamaQuantizeTypeMatchesLlamaCpp) {
         const auto got = test::forward_all(*m, tokens, 2);
         const double mx = test::max_abs(want);
         double max_e = 0.0, sum_e = 0.0;
-        int checked = 0, near_ties = 0;
+        int checked = 0, near_ties = 0, differ = 0;
         for (size_t r = 0; r < tokens.size(); ++r) {
             const float* w = want.data() + r * V;
             const float* g = got.data() + r * V;
@@ -95,11 +98,12 @@ TEST(QuantParity, EveryLlamaQuantizeTypeMatchesLlamaCpp) {
             }
             const int64_t wa = std::max_element(w, w + V) - w;
             const int64_t ga = std::max_element(g, g + V) - g;
+            differ += ga != wa;
             double second = -INFINITY;
             for (int64_t v = 0; v < V; ++v) {
                 if (v != wa) second = std::max(second, double(w[v]));
             }
-            if (w[wa] - second < 1e-3 * mx) {
+            if (w[wa] - second < 1e-2 * mx) {
                 ++near_ties;
                 continue;
             }
@@ -110,9 +114,10 @@ TEST(QuantParity, EveryLlamaQuantizeTypeMatchesLlamaCpp) {
         const double mean_e = sum_e / static_cast<double>(want.size());
         EXPECT_LE(max_e, 1e-2 * mx);
         EXPECT_LE(mean_e, 1e-3 * mx);
-        char buf[96];
-        std::snprintf(buf, sizeof buf, "%.3g / %.3g, argmax on %d rows (%d near ties)", max_e / mx,
-                      mean_e / mx, checked, near_ties);
+        char buf[128];
+        std::snprintf(buf, sizeof buf,
+                      "%.3g / %.3g, argmax checked on %d rows (%d near ties), differs on %d",
+                      max_e / mx, mean_e / mx, checked, near_ties, differ);
         ::testing::Test::RecordProperty(std::string(set) + " max / mean", buf);
     }
 }

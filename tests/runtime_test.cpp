@@ -8,6 +8,7 @@
 
 #include "runtime/kv_cache.h"
 #include "runtime/thread_pool.h"
+#include "test_util.h"
 #include "util/aligned.h"
 #include "util/error.h"
 
@@ -54,7 +55,7 @@ TEST(Memory, FailedAllocationsNameTheBuffer) {
         EXPECT_NE(std::string(e.what()).find("out of memory: cannot allocate"), std::string::npos);
         EXPECT_NE(std::string(e.what()).find("for the test's buffer"), std::string::npos);
     }
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(LLADA_TEST_ASAN)
     // AddressSanitizer aborts on a failed operator new whatever allocator_may_return_null says,
     // so the KV cache's bad_alloc cannot be reached under it (docs/reliability.md).
     GTEST_SKIP() << "the KV cache's out-of-memory path is not reachable under AddressSanitizer";

@@ -13,6 +13,7 @@
 
 #include "model/model.h"
 #include "runtime/device.h"
+#include "test_util.h"
 
 using namespace llada;
 namespace fs = std::filesystem;
@@ -81,7 +82,7 @@ TEST(ShippedModels, LogitsMatchPyTorch) {
 // outlast ctest's 300 s: there the slice is cut to its first problems, still decoded end to end.
 // The 128-token models' problems cost 16x a 32-token one's (four times the steps over four
 // times the canvas): on a CPU without AVX-512 even 8 of them outlast the limit, so they get 2.
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(LLADA_TEST_ASAN)
 constexpr int kSmokeLimit = 8;
 constexpr int kSmokeLimitLong = 2;
 #else

@@ -2,6 +2,16 @@
 // instruction set Highway compiled and the machine supports.
 #pragma once
 
+// LLADA_TEST_ASAN: built with AddressSanitizer, under g++ (__SANITIZE_ADDRESS__) or clang
+// (__has_feature), for the tests that must size themselves or skip under it.
+#if defined(__SANITIZE_ADDRESS__)
+#define LLADA_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define LLADA_TEST_ASAN 1
+#endif
+#endif
+
 #include <sys/wait.h>
 #include <unistd.h>
 
