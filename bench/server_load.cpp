@@ -56,7 +56,10 @@ int main(int argc, char** argv) {
             httplib::Client m("127.0.0.1", port);
             auto r = m.Get("/metrics");
             if (!r) return 0.0;
-            const std::string key = "\n" + std::string(name) + " ";
+            // Appended, not concatenated: g++ 12 warns (-Wrestrict, a false positive) on the
+            // temporary of "\n" + std::string(name).
+            std::string key = "\n";
+            key.append(name).push_back(' ');
             const auto at = r->body.find(key);
             return at == std::string::npos ? 0.0 : std::atof(r->body.c_str() + at + key.size());
         };

@@ -73,10 +73,10 @@ DiffusionConfig configure_diffusion(const std::string& name, const GenerateOptio
         throw Error("--threshold and --factor are two commit rules; give only one");
     }
     if (opt.threshold != 0.0 && !(opt.threshold > 0.0 && opt.threshold <= 1.0)) {
-        throw Error("--threshold must be in (0, 1], got " + std::to_string(opt.threshold));
+        throw Error("--threshold must be in (0, 1], got " + number_str(opt.threshold));
     }
     if (opt.factor != 0.0 && !(opt.factor > 0.0)) {
-        throw Error("--factor must be > 0, got " + std::to_string(opt.factor));
+        throw Error("--factor must be > 0, got " + number_str(opt.factor));
     }
     if (opt.refresh < 0) throw Error("--refresh must be >= 0");
     const CommitRule parallel = opt.factor > 0.0 ? CommitRule::Factor : CommitRule::Threshold;
@@ -115,7 +115,7 @@ DiffusionConfig configure_diffusion(const std::string& name, const GenerateOptio
             "mbsd accepts drafts by confidence; it cannot be combined with --remasking random");
     }
     if (!(opt.accept > 0.0 && opt.accept <= 1.0)) {
-        throw Error("--accept must be in (0, 1], got " + std::to_string(opt.accept));
+        throw Error("--accept must be in (0, 1], got " + number_str(opt.accept));
     }
     if (opt.lookahead < -1) throw Error("--lookahead must be 'auto' or >= 0");
     if (opt.early_stop >= 0) c.early_stop = opt.early_stop != 0;

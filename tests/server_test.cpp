@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "decode/policy.h"
+#include "decode/tts.h"
 #include "format/gguf.h"
 #include "format/gguf_writer.h"
 #include "runtime/device.h"
@@ -98,6 +99,23 @@ std::string alone(const std::string& prompt, uint64_t seed, double temperature,
     auto p = decode::make_policy(policy, *lm.model, *dev, o, lm.ids);
     const auto r = p->generate(lm.tok->encode(prompt, lm.tok->add_bos_default(), false));
     return lm.tok->decode(r.answer(lm.ids), false);
+}
+
+// The same at T 1.0 with its answer's mean committed confidence (test-time scaling's ranking).
+std::pair<std::string, double> alone_with_confidence(const std::string& prompt, uint64_t seed) {
+    auto lm = tools::load_model(model());
+    runtime::ThreadPool pool(1);
+    auto dev = runtime::make_cpu_device(pool);
+    decode::GenerateOptions o;
+    o.gen = 32;
+    o.block = 8;
+    o.steps = 32;
+    o.threshold = 0.9;
+    o.seed = seed;
+    o.temperature = 1.0;
+    const auto r = decode::make_policy("dual-cache", *lm.model, *dev, o, lm.ids)
+                       ->generate(lm.tok->encode(prompt, lm.tok->add_bos_default(), false));
+    return {lm.tok->decode(r.answer(lm.ids), false), r.mean_confidence()};
 }
 
 // The shipped model's file without its chat template.
@@ -288,6 +306,111 @@ std::pair<std::string, std::string> stream_text(const std::string& body) {
     return {text, finish};
 }
 
+// `n` choices come from candidates decoded together (test-time scaling): choice k is the library's
+// generation alone with seed + k, streamed or not; `best_of` candidates give the n best by the
+// request's `select` rule (mean committed confidence by default, or the vote), which
+// `candidate` names; impossible combinations are named.
+TEST(Server, NChoicesAreTheCandidatesAndBestOfRanksThem) {
+    Server s({"--parallel", "4"});
+    ASSERT_GT(s.port, 0);
+    httplib::Client c("127.0.0.1", s.port);
+    const json base = {
+        {"prompt", kPrompts[0]}, {"max_tokens", 32}, {"temperature", 1.0}, {"seed", 40}};
+    json b = base;
+    b["n"] = 3;
+    auto r = c.Post("/v1/completions", b.dump(), "application/json");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    const json j = json::parse(r->body);
+    ASSERT_EQ(j["choices"].size(), 3u);
+    std::vector<std::string> want;
+    for (int k = 0; k < 3; ++k)
+        want.push_back(alone(kPrompts[0], 40 + k, 1.0));
+    for (int k = 0; k < 3; ++k) {
+        EXPECT_EQ(j["choices"][k]["index"], k);
+        EXPECT_EQ(j["choices"][k]["text"], want[k]) << k;
+        EXPECT_EQ(j["choices"][k]["candidate"], k);
+    }
+    // Streamed: each index's deltas add up to its text and each ends with a finish_reason.
+    b["stream"] = true;
+    r = c.Post("/v1/completions", b.dump(), "application/json");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    std::vector<std::string> streamed(3), finish(3);
+    for (size_t at = 0; (at = r->body.find("data: ", at)) != std::string::npos;) {
+        const size_t end = r->body.find("\n\n", at);
+        const std::string d = r->body.substr(at + 6, end - at - 6);
+        at = end;
+        if (d == "[DONE]") break;
+        const json e = json::parse(d);
+        const int k = e["choices"][0]["index"];
+        ASSERT_LT(k, 3);
+        streamed[k] += e["choices"][0]["text"].get<std::string>();
+        if (!e["choices"][0]["finish_reason"].is_null())
+            finish[k] = e["choices"][0]["finish_reason"];
+    }
+    for (int k = 0; k < 3; ++k) {
+        EXPECT_EQ(streamed[k], want[k]) << k;
+        EXPECT_FALSE(finish[k].empty()) << k;
+    }
+    // best_of 4, n 2: the two most confident of the four candidates, in that order.
+    std::vector<double> conf;
+    std::vector<std::string> texts;
+    for (int k = 0; k < 4; ++k) {
+        const auto [text, confidence] = alone_with_confidence(kPrompts[0], 40 + k);
+        texts.push_back(text);
+        conf.push_back(confidence);
+    }
+    const int first = decode::select_by_confidence(conf);
+    std::vector<double> rest = conf;
+    rest[first] = -1.0;
+    const int second = decode::select_by_confidence(rest);
+    json bo = base;
+    bo["n"] = 2;
+    bo["best_of"] = 4;
+    r = c.Post("/v1/completions", bo.dump(), "application/json");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    const json jb = json::parse(r->body);
+    ASSERT_EQ(jb["choices"].size(), 2u);
+    EXPECT_EQ(jb["choices"][0]["candidate"], first);
+    EXPECT_EQ(jb["choices"][0]["text"], texts[first]);
+    EXPECT_EQ(jb["choices"][1]["candidate"], second);
+    // By vote: the choice is a candidate whose text the most candidates gave.
+    bo["n"] = 1;
+    bo["select"] = "vote";
+    r = c.Post("/v1/completions", bo.dump(), "application/json");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    EXPECT_EQ(json::parse(r->body)["choices"][0]["candidate"], decode::select_by_vote(texts, conf));
+    // Named errors.
+    auto err = [&](json body) {
+        auto e = c.Post("/v1/completions", body.dump(), "application/json");
+        return e && e->status == 400 ? json::parse(e->body)["error"]["message"].get<std::string>()
+                                     : std::string("no 400");
+    };
+    json e1 = base;
+    e1["n"] = 5;
+    EXPECT_NE(err(e1).find("'n' must be in [1, 4]"), std::string::npos);
+    json e2 = base;
+    e2["n"] = 3;
+    e2["best_of"] = 2;
+    EXPECT_NE(err(e2).find("'best_of' (2) must be at least 'n' (3)"), std::string::npos);
+    json e3 = base;
+    e3["n"] = 1;
+    e3["best_of"] = 3;
+    e3["stream"] = true;
+    EXPECT_NE(err(e3).find("cannot be streamed"), std::string::npos);
+    json e4 = base;
+    e4["select"] = "vote";
+    EXPECT_NE(err(e4).find("'select' ranks candidates when 'best_of' exceeds 'n'"),
+              std::string::npos);
+    json e5 = base;
+    e5["best_of"] = 2;
+    e5["select"] = "longest";
+    EXPECT_NE(err(e5).find("'select' must be"), std::string::npos);
+}
+
 // `stop`: the answer is the request's text without stop alone cut before the first stop
 // sequence, streamed or not (the stream holds back what could begin one). The sampling fields are
 // accepted only at their "off" values.
@@ -415,7 +538,14 @@ TEST(Server, BadRequestsAreNamedAndAFullServerSays503) {
               std::string::npos);
     EXPECT_NE(err(R"({"prompt": "x", "wings": 2})").find("unknown field 'wings'"),
               std::string::npos);
-    EXPECT_NE(err(R"({"prompt": "x", "max_tokens": 999})").find("'max_tokens' must be in"),
+    // Ranges are printed as the numbers they are: no "1.000000".
+    const std::string range = err(R"({"prompt": "x", "max_tokens": 999})");
+    EXPECT_NE(range.find("'max_tokens' must be in [1, "), std::string::npos) << range;
+    EXPECT_EQ(range.find(".000000"), std::string::npos) << range;
+    EXPECT_NE(
+        err(R"({"prompt": "x", "temperature": 101})").find("'temperature' must be in [0, 100]"),
+        std::string::npos);
+    EXPECT_NE(err(R"({"prompt": "x", "threshold": 1.5})").find("must be in [0, 1]"),
               std::string::npos);
     EXPECT_NE(err(R"({"prompt": "x", "max_tokens": 1.5})").find("'max_tokens' must be an integer"),
               std::string::npos);

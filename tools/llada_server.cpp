@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "decode/tts.h"
 #include "tokenizer/chat.h"
 #include "tools/common.h"
 #include "tools/server_engine.h"
@@ -238,17 +239,11 @@ int main(int argc, char** argv) {
                 return send_error(res, 400, std::string("malformed JSON: ") + e.what());
             }
             auto r = std::make_shared<tools::ServerRequest>();
-            bool stream = false;
-            std::vector<std::string> stop;
-            bool diffusion_events = false;
+            tools::ParsedRequest p;
             try {
-                const tools::ParsedRequest p =
-                    tools::parse_request(body, dec.policy, dec.opt, engine.limits());
+                p = tools::parse_request(body, dec.policy, dec.opt, engine.limits());
                 r->policy = p.policy;
                 r->opt = p.opt;
-                stream = p.stream;
-                stop = p.stop;
-                diffusion_events = p.diffusion_events;
                 if (chat) {
                     if (!chat_format) {
                         return send_error(res, 400,
@@ -271,12 +266,25 @@ int main(int argc, char** argv) {
             } catch (const std::exception& e) {
                 return send_error(res, 400, e.what());
             }
+            const std::vector<std::string> stop = p.stop;
+            // best_of candidates, decoded together: candidate k samples with seed + k
+            // (decode/tts.h), each its own request to the engine and its own KV sequence.
+            std::vector<std::shared_ptr<tools::ServerRequest>> cands = {r};
+            for (int k = 1; k < p.best_of; ++k) {
+                auto c = std::make_shared<tools::ServerRequest>();
+                c->policy = r->policy;
+                c->opt = r->opt;
+                c->opt.seed = r->opt.seed + static_cast<uint64_t>(k);
+                c->prompt = r->prompt;
+                cands.push_back(c);
+            }
             const std::string id = new_id(chat ? "chatcmpl-" : "cmpl-");
             const auto created = std::chrono::duration_cast<std::chrono::seconds>(
                                      std::chrono::system_clock::now().time_since_epoch())
                                      .count();
-            auto chunk_of = [&, chat, id, created](const std::string& delta, const char* finish) {
-                json choice = {{"index", 0}};
+            auto chunk_of = [&, chat, id, created](int index, const std::string& delta,
+                                                   const char* finish) {
+                json choice = {{"index", index}};
                 if (chat) {
                     choice["delta"] = delta.empty() ? json::object() : json{{"content", delta}};
                 } else {
@@ -289,108 +297,178 @@ int main(int argc, char** argv) {
                             {"model", model_name},
                             {"choices", {choice}}};
             };
-            // A stop sequence ends the generation at the step that commits it.
-            if (!stop.empty()) {
-                r->on_step = [stop](const std::string& stable) {
-                    return tools::find_stop(stable, stop) == std::string::npos;
-                };
-            }
-            if (!stream) {
-                if (!engine.submit(r)) {
+            // All candidates queued or none: a partly queued request would hold sequences for
+            // an answer that cannot be given.
+            auto submit_all = [&] {
+                for (size_t k = 0; k < cands.size(); ++k) {
+                    if (engine.submit(cands[k])) continue;
+                    for (size_t j = 0; j < k; ++j) {
+                        engine.cancel(cands[j]);
+                        engine.wait(*cands[j]);
+                    }
                     res.set_header("Retry-After", "1");
-                    return send_error(res, 503, "the server's queue is full", "server_busy");
+                    send_error(res, 503, "the server's queue is full", "server_busy");
+                    return false;
                 }
-                if (!engine.wait_for(*r, timeout_s)) {
-                    engine.cancel(r);
-                    engine.wait(*r);
+                return true;
+            };
+            if (!p.stream) {
+                // A stop sequence ends a candidate's generation at the step that commits it.
+                if (!stop.empty()) {
+                    for (auto& c : cands) {
+                        c->on_step = [stop](const std::string& stable) {
+                            return tools::find_stop(stable, stop) == std::string::npos;
+                        };
+                    }
+                }
+                if (!submit_all()) return;
+                const auto deadline =
+                    std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+                bool late = false;
+                for (auto& c : cands) {
+                    const double left =
+                        std::chrono::duration<double>(deadline - std::chrono::steady_clock::now())
+                            .count();
+                    if (late || !engine.wait_for(*c, std::max(0.0, left))) late = true;
+                }
+                if (late) {
+                    for (auto& c : cands) {
+                        engine.cancel(c);
+                        engine.wait(*c);
+                    }
                     return send_error(res, 408,
                                       "the request did not finish within the server's "
                                       "--timeout",
                                       "timeout_error");
                 }
-                if (!r->error.empty()) return send_error(res, 400, r->error);
-                const Final f = final_text(*r, stop);
-                json choice = {{"index", 0}, {"finish_reason", f.finish}};
-                if (chat) {
-                    choice["message"] = {{"role", "assistant"}, {"content", f.text}};
-                } else {
-                    choice["text"] = f.text;
+                for (auto& c : cands) {
+                    if (!c->error.empty()) return send_error(res, 400, c->error);
                 }
-                const int64_t completion = f.tokens;
+                // The n choices: every candidate in seed order, or with best_of > n the best
+                // by 'select', chosen again among the rest for each further choice.
+                std::vector<int> order;
+                std::vector<int> rest(cands.size());
+                for (size_t k = 0; k < cands.size(); ++k)
+                    rest[k] = static_cast<int>(k);
+                while (static_cast<int>(order.size()) < p.n) {
+                    int pick = 0;
+                    if (p.best_of > p.n) {
+                        std::vector<std::string> answers;
+                        std::vector<double> conf;
+                        for (int k : rest) {
+                            answers.push_back(final_text(*cands[k], stop).text);
+                            conf.push_back(cands[k]->result.mean_confidence());
+                        }
+                        pick = p.select == "vote" ? decode::select_by_vote(answers, conf)
+                                                  : decode::select_by_confidence(conf);
+                    }
+                    order.push_back(rest[pick]);
+                    rest.erase(rest.begin() + pick);
+                }
+                json choices = json::array();
+                int64_t completion = 0, nfe = 0;
+                for (const auto& c : cands) {
+                    completion += final_text(*c, stop).tokens;
+                    nfe = std::max<int64_t>(nfe, c->result.stats.forwards);
+                }
+                for (size_t i = 0; i < order.size(); ++i) {
+                    const Final f = final_text(*cands[order[i]], stop);
+                    json choice = {{"index", i}, {"finish_reason", f.finish}};
+                    if (chat) {
+                        choice["message"] = {{"role", "assistant"}, {"content", f.text}};
+                    } else {
+                        choice["text"] = f.text;
+                    }
+                    // Which candidate (seed + candidate) the choice is, when several ran.
+                    if (cands.size() > 1) choice["candidate"] = order[i];
+                    choices.push_back(choice);
+                }
                 res.set_content(
                     json{{"id", id},
                          {"object", chat ? "chat.completion" : "text_completion"},
                          {"created", created},
                          {"model", model_name},
-                         {"choices", {choice}},
+                         {"choices", choices},
                          {"usage",
                           {{"prompt_tokens", r->prompt.size()},
                            {"completion_tokens", completion},
                            {"total_tokens", static_cast<int64_t>(r->prompt.size()) + completion}}},
-                         {"nfe", r->result.stats.forwards}}
+                         {"nfe", nfe}}
                         .dump(-1, ' ', false, json::error_handler_t::replace),
                     "application/json");
                 return;
             }
-            // Streaming: each step's newly committed prefix text as a delta.
+            // Streaming (n choices, best_of = n): each step's newly committed prefix text of
+            // each candidate as a delta of its index.
             struct Stream {
                 std::mutex mu;
                 std::condition_variable cv;
                 std::deque<std::string> events;
-                std::string sent;
+                std::vector<std::string> sent;
                 bool finished = false;
             };
             auto st = std::make_shared<Stream>();
+            st->sent.resize(cands.size());
             // With stop sequences, the last (longest - 1) bytes are held back until it is
             // known that no stop sequence starts in them.
             size_t hold = 0;
             for (const auto& e : stop)
                 hold = std::max(hold, e.size() - 1);
-            r->on_step = [st, chunk_of, stop, hold](const std::string& stable) {
-                std::lock_guard<std::mutex> lock(st->mu);
-                const size_t cut = tools::find_stop(stable, stop);
-                size_t end = cut != std::string::npos ? cut
-                             : stable.size() > hold   ? stable.size() - hold
-                                                      : 0;
-                // Not inside a UTF-8 character.
-                while (end > 0 && end < stable.size() &&
-                       (static_cast<unsigned char>(stable[end]) & 0xC0) == 0x80)
-                    --end;
-                // Only text that extends what was sent: deltas are never taken back.
-                if (end > st->sent.size() && stable.compare(0, st->sent.size(), st->sent) == 0) {
-                    st->events.push_back(sse_data(
-                        chunk_of(stable.substr(st->sent.size(), end - st->sent.size()), nullptr)));
-                    st->sent = stable.substr(0, end);
-                }
-                st->cv.notify_all();
-                return cut == std::string::npos;
-            };
-            // Opt-in: each step's changed positions as named SSE events ("llada.step"), which
-            // OpenAI's clients skip (they read unnamed events).
-            if (diffusion_events) {
-                r->on_event = [st](const std::string& e) {
+            for (size_t k = 0; k < cands.size(); ++k) {
+                const int index = static_cast<int>(k);
+                cands[k]->on_step = [st, chunk_of, stop, hold, index](const std::string& stable) {
                     std::lock_guard<std::mutex> lock(st->mu);
-                    st->events.push_back("event: llada.step\ndata: " + e + "\n\n");
-                    st->cv.notify_all();
-                };
-            }
-            if (!engine.submit(r)) {
-                res.set_header("Retry-After", "1");
-                return send_error(res, 503, "the server's queue is full", "server_busy");
-            }
-            std::thread([&engine, r, st, chunk_of, stop] {
-                engine.wait(*r);
-                std::lock_guard<std::mutex> lock(st->mu);
-                if (r->error.empty()) {
-                    const Final f = final_text(*r, stop);
-                    if (f.text.size() > st->sent.size() &&
-                        f.text.compare(0, st->sent.size(), st->sent) == 0) {
-                        st->events.push_back(
-                            sse_data(chunk_of(f.text.substr(st->sent.size()), nullptr)));
+                    std::string& sent = st->sent[index];
+                    const size_t cut = tools::find_stop(stable, stop);
+                    size_t end = cut != std::string::npos ? cut
+                                 : stable.size() > hold   ? stable.size() - hold
+                                                          : 0;
+                    // Not inside a UTF-8 character.
+                    while (end > 0 && end < stable.size() &&
+                           (static_cast<unsigned char>(stable[end]) & 0xC0) == 0x80)
+                        --end;
+                    // Only text that extends what was sent: deltas are never taken back.
+                    if (end > sent.size() && stable.compare(0, sent.size(), sent) == 0) {
+                        st->events.push_back(sse_data(chunk_of(
+                            index, stable.substr(sent.size(), end - sent.size()), nullptr)));
+                        sent = stable.substr(0, end);
                     }
-                    st->events.push_back(sse_data(chunk_of("", f.finish)));
-                } else {
-                    st->events.push_back(sse_data(json{{"error", {{"message", r->error}}}}));
+                    st->cv.notify_all();
+                    return cut == std::string::npos;
+                };
+                // Opt-in: each step's changed positions as named SSE events ("llada.step"),
+                // which OpenAI's clients skip (they read unnamed events); with several choices
+                // each event says whose it is ("index").
+                if (p.diffusion_events) {
+                    const bool several = cands.size() > 1;
+                    cands[k]->on_event = [st, index, several](const std::string& e) {
+                        std::lock_guard<std::mutex> lock(st->mu);
+                        const std::string data =
+                            several ? "{\"index\":" + std::to_string(index) + "," + e.substr(1) : e;
+                        st->events.push_back("event: llada.step\ndata: " + data + "\n\n");
+                        st->cv.notify_all();
+                    };
+                }
+            }
+            if (!submit_all()) return;
+            std::thread([&engine, cands, st, chunk_of, stop] {
+                for (const auto& c : cands)
+                    engine.wait(*c);
+                std::lock_guard<std::mutex> lock(st->mu);
+                for (size_t k = 0; k < cands.size(); ++k) {
+                    const auto& c = *cands[k];
+                    const int index = static_cast<int>(k);
+                    if (!c.error.empty()) {
+                        st->events.push_back(sse_data(json{{"error", {{"message", c.error}}}}));
+                        continue;
+                    }
+                    const Final f = final_text(c, stop);
+                    const std::string& sent = st->sent[k];
+                    if (f.text.size() > sent.size() && f.text.compare(0, sent.size(), sent) == 0) {
+                        st->events.push_back(
+                            sse_data(chunk_of(index, f.text.substr(sent.size()), nullptr)));
+                    }
+                    st->events.push_back(sse_data(chunk_of(index, "", f.finish)));
                 }
                 st->events.push_back("data: [DONE]\n\n");
                 st->finished = true;
@@ -398,7 +476,7 @@ int main(int argc, char** argv) {
             }).detach();
             res.set_header("Cache-Control", "no-cache");
             res.set_chunked_content_provider(
-                "text/event-stream", [st, r, &engine](size_t, httplib::DataSink& sink) {
+                "text/event-stream", [st, cands, &engine](size_t, httplib::DataSink& sink) {
                     // The events are taken under the stream's lock and written without it: the
                     // engine thread takes that lock (holding its own) to add events, so a
                     // cancel from here must not hold it.
@@ -412,7 +490,8 @@ int main(int argc, char** argv) {
                     }
                     for (const std::string& e : out) {
                         if (!sink.write(e.data(), e.size())) {
-                            engine.cancel(r);  // the client went away: free its sequence
+                            for (const auto& c : cands)  // the client went away: free them
+                                engine.cancel(c);
                             return false;
                         }
                     }

@@ -69,7 +69,9 @@ ParsedRequest parse_request(const json& body, const std::string& default_policy,
                                                    "stop",
                                                    "frequency_penalty",
                                                    "presence_penalty",
-                                                   "diffusion_events"};
+                                                   "diffusion_events",
+                                                   "best_of",
+                                                   "select"};
     if (!body.is_object()) throw Error("the request body must be a JSON object");
     for (const auto& [k, v] : body.items()) {
         if (std::find(known.begin(), known.end(), k) == known.end())
@@ -81,8 +83,8 @@ ParsedRequest parse_request(const json& body, const std::string& default_policy,
         if (!body[k].is_number()) throw Error(std::string("'") + k + "' must be a number");
         const double v = body[k].get<double>();
         if (!(v >= lo && v <= hi))
-            throw Error(std::string("'") + k + "' must be in [" + std::to_string(lo) + ", " +
-                        std::to_string(hi) + "]");
+            throw Error(std::string("'") + k + "' must be in [" + number_str(lo) + ", " +
+                        number_str(hi) + "]");
         using T = std::remove_reference_t<decltype(out)>;
         // Integer fields take integers: 1.5 tokens is an error, not 1.
         if (std::is_integral_v<T> && v != std::floor(v))
@@ -150,8 +152,27 @@ ParsedRequest parse_request(const json& body, const std::string& default_policy,
     if (frequency_penalty != 0.0 || presence_penalty != 0.0)
         throw Error("'frequency_penalty' and 'presence_penalty' other than 0 are not supported");
     if (body.contains("user") && !body["user"].is_string()) throw Error("'user' must be a string");
-    if (body.contains("n") && !(body["n"].is_number_integer() && body["n"] == 1))
-        throw Error("'n' other than 1 is not supported (use test-time scaling in llada-cli)");
+    // n choices of best_of candidates, decoded together (test-time scaling, decode/tts.h):
+    // candidate k samples with seed + k; the n returned are the best by 'select'.
+    num("n", p.n, 1, limits.parallel);
+    p.best_of = p.n;
+    num("best_of", p.best_of, 1, limits.parallel);
+    if (p.best_of < p.n) {
+        throw Error("'best_of' (" + std::to_string(p.best_of) + ") must be at least 'n' (" +
+                    std::to_string(p.n) + ")");
+    }
+    if (body.contains("select")) {
+        if (!body["select"].is_string() ||
+            (body["select"] != "confidence" && body["select"] != "vote"))
+            throw Error("'select' must be \"confidence\" or \"vote\"");
+        if (p.best_of == p.n) throw Error("'select' ranks candidates when 'best_of' exceeds 'n'");
+        p.select = body["select"];
+    }
+    if (p.stream && p.best_of > p.n) {
+        throw Error(
+            "'best_of' greater than 'n' cannot be streamed (the choices are known only "
+            "when every candidate is done)");
+    }
     // The generated length is the requested tokens rounded up to a whole number of blocks.
     if (p.opt.block > max_tokens) p.opt.block = max_tokens;
     p.opt.gen = (max_tokens + p.opt.block - 1) / p.opt.block * p.opt.block;

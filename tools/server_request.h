@@ -21,11 +21,16 @@ struct ParsedRequest {
     bool stream = false;
     bool diffusion_events = false;  // opt-in llada.step events on the stream
     std::vector<std::string> stop;  // stop sequences (OpenAI's `stop`)
+    // Candidates decoded together (best_of, at most --parallel) and the choices returned (n),
+    // ranked by `select` when best_of > n: "confidence" (mean committed confidence) or "vote"
+    // (the answer most candidates gave, decode::select_by_vote), repeated on the rest.
+    int n = 1, best_of = 1;
+    std::string select = "confidence";
 };
 
 // The OpenAI fields (model, prompt, messages, max_tokens, temperature, seed, stream, stop, user, n,
-// top_p / frequency_penalty / presence_penalty at their "off" values) and the diffusion ones
-// (policy, steps, block, threshold, lookahead, revise, diffusion_events). `prompt` and
+// best_of, top_p / frequency_penalty / presence_penalty at their "off" values) and the diffusion
+// ones (policy, steps, block, threshold, lookahead, revise, diffusion_events, select). `prompt` and
 // `messages` are checked by the caller (they depend on the endpoint).
 ParsedRequest parse_request(const nlohmann::json& body, const std::string& default_policy,
                             const decode::GenerateOptions& defaults, const ServerLimits& limits);
