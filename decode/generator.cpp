@@ -397,26 +397,6 @@ void Generator::plan_need() {
     }
 }
 
-int Generator::choose_lookahead(int base_rows, int available) const {
-    LookaheadInputs in;
-    in.base_rows = base_rows * n_seq();
-    in.available = available;
-    in.commits_per_step = commit_steps_ > 0
-                              ? static_cast<double>(commits_) / static_cast<double>(commit_steps_)
-                              : 1.0;
-    // Only drafts accepted earlier than the commit rule would have taken them save work.
-    in.accept_rate =
-        (static_cast<double>(drafts_early_) + 1.0) / (static_cast<double>(drafts_evaluated_) + 2.0);
-    in.steps_left = static_cast<double>(block_masked()) / std::max(1e-9, in.commits_per_step);
-    in.mem_budget = static_cast<size_t>(opt_.lookahead_mem_mb * 1024.0 * 1024.0);
-    in.max_rows = int64_t{n_seq()} * L_;
-    if (n_seq() == 1) return decode::choose_lookahead(*cost_, in);
-    // Classifier-free guidance doubles every row: weigh lookahead in pairs of rows.
-    in.base_rows = base_rows;
-    in.max_rows = L_;
-    return decode::choose_lookahead(paired_cost_, in);
-}
-
 void Generator::predict(std::span<const RowPrediction> preds, int n_pred) {
     const int64_t V = model_.hparams().n_vocab;
     const bool guided = opt_.cfg > 0.0;
@@ -502,25 +482,6 @@ int Generator::scheduled_commits() const {
     return cfg_.exact_reference ? schedule_[i] : std::max(1, schedule_[i]);
 }
 
-void Generator::resolve_draft(int p, bool accept, bool early, StepInfo& info) {
-    ++drafts_evaluated_;
-    if (accept) {
-        ++info.drafts_accepted;
-        ++drafts_accepted_;
-        if (early) {
-            ++info.drafts_accepted_early;
-            ++drafts_early_;
-        }
-        commit(p, draft_tok_[p]);
-        res_.confidence_sum += draft_conf_[p];
-        ++res_.confidence_n;
-    } else {
-        ++info.drafts_rejected;
-        state_[p] = TokenState::Masked;
-        draft_tok_[p] = -1;
-    }
-}
-
 void Generator::decide(StepInfo& info, int n_need) {
     const int i = step_in_block_;
     const int b = block_;
@@ -563,45 +524,6 @@ void Generator::decide(StepInfo& info, int n_need) {
             res_.confidence_sum += c;
             ++res_.confidence_n;
         }
-    }
-}
-
-// A replayed step (decode/trace.h): the trace says how many positions to commit and what share
-// of the drafts to accept; they are taken left to right, with the predicted tokens.
-void Generator::replay(StepInfo& info) {
-    const int n_need = static_cast<int>(need_.size());
-    const int32_t V = static_cast<int32_t>(model_.hparams().n_vocab);
-    auto token_of = [&](int r) {
-        const int32_t t = cand_[r].token;
-        return t >= 0 && t < V && t != ids_.mask ? t : (ids_.mask + 1) % V;
-    };
-    int drafts = 0, committed = 0;
-    const int b0 = P_ + block_ * opt_.block;
-    for (int p = b0; p < b0 + opt_.block; ++p)
-        committed += state_[p] == TokenState::Visible || state_[p] == TokenState::Stable;
-    for (int r = 0; r < n_need; ++r)
-        drafts += state_[need_[r]] == TokenState::Draft;
-    ReplayDecision d;
-    replay_decision(*opt_.replay, n_blocks_, opt_.block, block_, step_in_block_, drafts, committed,
-                    d);
-    int accept = d.accept, early = d.accept_early, rest = d.commit - d.accept;
-    if (cfg_.rule == CommitRule::Schedule) {
-        // Under a fixed schedule only the share of drafts accepted comes from the trace: the
-        // steps are the target's own schedule, and every accepted draft is early.
-        accept = early = std::min(d.accept_share, drafts);
-        rest = std::max(0, scheduled_commits() - accept);
-    }
-    for (int r = 0; r < n_need; ++r) {
-        const int p = need_[r];
-        if (state_[p] != TokenState::Draft) continue;
-        resolve_draft(p, accept > 0, early > 0, info);
-        accept -= accept > 0;
-        early -= early > 0;
-    }
-    for (int r = 0; r < n_need && rest > 0; ++r) {
-        if (state_[need_[r]] != TokenState::Masked) continue;
-        commit(need_[r], token_of(r));
-        --rest;
     }
 }
 
@@ -723,176 +645,11 @@ void Generator::apply(std::span<const RowPrediction> preds,
     if (done_ && opt_.revise.on) finish_revision();
 }
 
-// The CPU path's rows (docs/step-engine.md, "Progressive revision"): a K/V refresh of every
-// committed position whose cached K/V are not of its token (so that the shadow rows see every
-// committed token), then a shadow row per Visible token.
-void Generator::plan_revision() {
-    req_.cpu_rows.clear();
-    checks_.clear();
-    lane_refresh_.clear();
-    std::fill(dense_writes_.begin(), dense_writes_.end(), false);
-    for (const RowRequest& row : req_.rows) {
-        if (row.seq == 0 && row.slot >= 0) dense_writes_[row.slot] = true;
-    }
-    const auto& x = res_.canvas;
-    stale_unrefreshed_ = 0;
-    visible_at_plan_ = 0;
-    for (int p = 0; p < L_; ++p) {
-        const bool committed = state_[p] == TokenState::Visible || state_[p] == TokenState::Stable;
-        visible_at_plan_ += state_[p] == TokenState::Visible;
-        if (!committed || kv_tok_[p] == x[p]) continue;
-        if (!opt_.revise.fresh_context && !needs_lane_refresh_[p]) {
-            ++stale_unrefreshed_;
-            continue;
-        }
-        lane_refresh_.push_back(p);
-        req_.cpu_rows.push_back({x[p], p, 0, p, -1, false});
-    }
-    // Under a row budget the refreshes go first, then the leftmost visible tokens (the ones the
-    // stable prefix waits for), at least one; unchecked tokens keep their count.
-    const int budget = lane_budget();
-    int room = budget < 0 ? L_ : std::max(1, budget - static_cast<int>(lane_refresh_.size()));
-    // A check row: the mask at p, blind to p's key, seeing its own mask key instead (its K/V go
-    // to a scratch slot past the canvas, which no other row attends to).
-    for (int p = P_; p < L_ && room > 0; ++p) {
-        if (state_[p] != TokenState::Visible) continue;
-        --room;
-        const int32_t scratch = L_ + static_cast<int32_t>(checks_.size());
-        checks_.push_back(p);
-        req_.cpu_rows.push_back({ids_.mask, p, 0, scratch, p, true, true});
-    }
-}
-
-int Generator::lane_budget() const {
-    const int rows = opt_.revise.rows;
-    if (rows > 0) return rows;
-    if (rows == 0 || !req_.dense || dense_cost_.empty() || lane_cost_.empty()) return -1;
-    // auto: the CPU lane's rows whose projected time fits within the dense step's.
-    const double t = dense_cost_.at(static_cast<int64_t>(req_.rows.size()));
-    int n = 0;
-    for (size_t i = 0; i < lane_cost_.rows.size(); ++i) {
-        if (lane_cost_.ms[i] <= t) n = static_cast<int>(lane_cost_.rows[i]);
-    }
-    return n;
-}
-
-// The revision rule over this step's checks, in position order.
-void Generator::revise(std::span<const RowPrediction> cpu_preds, StepInfo& info) {
-    const ReviseOptions& ro = opt_.revise;
-    auto& x = res_.canvas;
-    const int64_t V = model_.hparams().n_vocab;
-    auto& rv = res_.revision;
-    info.checks = static_cast<int>(checks_.size());
-    info.refreshes = static_cast<int>(lane_refresh_.size());
-    rv.checks += info.checks;
-    rv.refreshes += info.refreshes;
-    if (!req_.dense) ++rv.lane_only_steps;
-    // A remask after the last block would need another dense forward: replace instead.
-    const bool remask = ro.mode == ReviseMode::Remask && req_.dense;
-    for (size_t i = 0; i < checks_.size(); ++i) {
-        const int p = checks_[i];
-        const int32_t t = x[p];
-        int32_t top = t;
-        bool flag = false;
-        float q = 0.0f;
-        if (opt_.replay != nullptr) {
-            // A replay revises at the trace's rate per check; every other check passes.
-            replay_revisions_ += replay_revision_rate_;
-            flag = replay_revisions_ >= 1.0;
-            if (flag) replay_revisions_ -= 1.0;
-            top = (t + 1) % static_cast<int32_t>(V);
-            if (top == ids_.mask) top = (top + 1) % static_cast<int32_t>(V);
-            q = flag ? 0.0f : 1.0f;
-        } else {
-            const float* row = cpu_preds[i].logits;
-            assert(row != nullptr);
-            const Candidate c = pick_candidate(row, V, 0.0, *noise_, 0, ids_.mask);
-            check_finite_logit(row[c.token], p);
-            q = softmax_prob(row, V, t);
-            top = c.token;
-            flag = (top != t && c.confidence - q >= ro.margin) || q < ro.floor;
-        }
-        if (!flag) {
-            streak_[p] = q >= ro.stable ? streak_[p] + 1 : 0;
-            continue;
-        }
-        streak_[p] = 0;
-        if (remask) {
-            res_.revision_events.push_back({p, t, ids_.mask, global_step_});
-            x[p] = ids_.mask;
-            state_[p] = TokenState::Masked;
-            ++info.remasked;
-            ++rv.remasks;
-            revised_.push_back(p);
-        } else if (top != t && top >= 0) {
-            res_.revision_events.push_back({p, t, top, global_step_});
-            x[p] = top;
-            needs_lane_refresh_[p] = true;
-            ++info.revised;
-            ++rv.revisions;
-            revised_.push_back(p);
-        }
-    }
-}
-
-// A Visible token turns Stable once its checks passed stable_k times in a row or its budget is
-// spent, and every earlier position is stable.
-void Generator::stabilise(StepInfo& info) {
-    const ReviseOptions& ro = opt_.revise;
-    // After the last block, a step of the CPU path alone that revised nothing and checked every
-    // visible token against a cache holding every committed token's own K/V saw the final
-    // context: a further check would see the same and decide the same, so they are all final.
-    const bool settled = !req_.dense && info.revised + info.remasked == 0 &&
-                         static_cast<int>(checks_.size()) == visible_at_plan_ &&
-                         stale_unrefreshed_ == 0;
-    for (int p = P_; p < L_; ++p) {
-        if (state_[p] == TokenState::Stable) continue;
-        if (state_[p] != TokenState::Visible) break;
-        const int age = global_step_ - commit_step_[p];
-        if (!settled && streak_[p] < ro.stable_k && age < ro.budget) break;
-        state_[p] = TokenState::Stable;
-        ++info.stabilised;
-        ++res_.revision.stabilised;
-        res_.revision.commit_to_stable_steps += age;
-    }
-}
-
-// Counts each revision against the final canvas.
-void Generator::finish_revision() {
-    auto& rv = res_.revision;
-    const auto s = split_revisions(
-        res_.revision_events, P_, std::span<const int32_t>(res_.canvas).subspan(P_), -1, ids_.mask);
-    rv.right_to_wrong = s.right_to_wrong;
-    rv.wrong_to_right = s.wrong_to_right;
-    rv.wrong_to_wrong = s.wrong_to_wrong;
-    rv.remasks_of_right = s.remasks_of_right;
-    rv.remasks_of_wrong = s.remasks_of_wrong;
-}
-
 void Generator::record_cost(int64_t device_rows, double ms) {
     StepInfo& s = res_.steps.back();
     res_.rows_device += device_rows - s.rows_device;
     s.rows_device = device_rows;
     s.ms = ms;
-}
-
-void Generator::record_lane_cost(const LaneCost& c) {
-    StepInfo& s = res_.steps.back();
-    auto& rv = res_.revision;
-    s.cpu_ms = c.cpu_ms;
-    s.exposed_ms = c.exposed_ms;
-    s.proj_dense_ms = c.proj_dense_ms;
-    s.proj_cpu_ms = c.proj_cpu_ms;
-    s.proj_merge_ms = c.proj_merge_ms;
-    rv.cpu_ms += c.cpu_ms;
-    rv.exposed_ms += c.exposed_ms;
-    rv.proj_dense_ms += c.proj_dense_ms;
-    rv.proj_cpu_ms += c.proj_cpu_ms;
-    rv.proj_merge_ms += c.proj_merge_ms;
-    s.proj_contention_ms = c.proj_contention_ms;
-    rv.proj_contention_ms += c.proj_contention_ms;
-    rv.proj_step_ms +=
-        std::max(c.proj_dense_ms, c.proj_cpu_ms) + c.proj_contention_ms + c.proj_merge_ms;
 }
 
 GenerateResult Generator::take_result() {

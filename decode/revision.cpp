@@ -1,0 +1,178 @@
+// The step engine's progressive revision (docs/step-engine.md, "Progressive revision"): the CPU
+// path's rows per step, the revision rule over its checks, stability, and the CPU lane's cost.
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+
+#include "decode/generator.h"
+#include "decode/trace.h"
+#include "util/error.h"
+
+namespace llada::decode {
+
+// The CPU path's rows (docs/step-engine.md, "Progressive revision"): a K/V refresh of every
+// committed position whose cached K/V are not of its token (so that the shadow rows see every
+// committed token), then a shadow row per Visible token.
+void Generator::plan_revision() {
+    req_.cpu_rows.clear();
+    checks_.clear();
+    lane_refresh_.clear();
+    std::fill(dense_writes_.begin(), dense_writes_.end(), false);
+    for (const RowRequest& row : req_.rows) {
+        if (row.seq == 0 && row.slot >= 0) dense_writes_[row.slot] = true;
+    }
+    const auto& x = res_.canvas;
+    stale_unrefreshed_ = 0;
+    visible_at_plan_ = 0;
+    for (int p = 0; p < L_; ++p) {
+        const bool committed = state_[p] == TokenState::Visible || state_[p] == TokenState::Stable;
+        visible_at_plan_ += state_[p] == TokenState::Visible;
+        if (!committed || kv_tok_[p] == x[p]) continue;
+        if (!opt_.revise.fresh_context && !needs_lane_refresh_[p]) {
+            ++stale_unrefreshed_;
+            continue;
+        }
+        lane_refresh_.push_back(p);
+        req_.cpu_rows.push_back({x[p], p, 0, p, -1, false});
+    }
+    // Under a row budget the refreshes go first, then the leftmost visible tokens (the ones the
+    // stable prefix waits for), at least one; unchecked tokens keep their count.
+    const int budget = lane_budget();
+    int room = budget < 0 ? L_ : std::max(1, budget - static_cast<int>(lane_refresh_.size()));
+    // A check row: the mask at p, blind to p's key, seeing its own mask key instead (its K/V go
+    // to a scratch slot past the canvas, which no other row attends to).
+    for (int p = P_; p < L_ && room > 0; ++p) {
+        if (state_[p] != TokenState::Visible) continue;
+        --room;
+        const int32_t scratch = L_ + static_cast<int32_t>(checks_.size());
+        checks_.push_back(p);
+        req_.cpu_rows.push_back({ids_.mask, p, 0, scratch, p, true, true});
+    }
+}
+
+int Generator::lane_budget() const {
+    const int rows = opt_.revise.rows;
+    if (rows > 0) return rows;
+    if (rows == 0 || !req_.dense || dense_cost_.empty() || lane_cost_.empty()) return -1;
+    // auto: the CPU lane's rows whose projected time fits within the dense step's.
+    const double t = dense_cost_.at(static_cast<int64_t>(req_.rows.size()));
+    int n = 0;
+    for (size_t i = 0; i < lane_cost_.rows.size(); ++i) {
+        if (lane_cost_.ms[i] <= t) n = static_cast<int>(lane_cost_.rows[i]);
+    }
+    return n;
+}
+
+// The revision rule over this step's checks, in position order.
+void Generator::revise(std::span<const RowPrediction> cpu_preds, StepInfo& info) {
+    const ReviseOptions& ro = opt_.revise;
+    auto& x = res_.canvas;
+    const int64_t V = model_.hparams().n_vocab;
+    auto& rv = res_.revision;
+    info.checks = static_cast<int>(checks_.size());
+    info.refreshes = static_cast<int>(lane_refresh_.size());
+    rv.checks += info.checks;
+    rv.refreshes += info.refreshes;
+    if (!req_.dense) ++rv.lane_only_steps;
+    // A remask after the last block would need another dense forward: replace instead.
+    const bool remask = ro.mode == ReviseMode::Remask && req_.dense;
+    for (size_t i = 0; i < checks_.size(); ++i) {
+        const int p = checks_[i];
+        const int32_t t = x[p];
+        int32_t top = t;
+        bool flag = false;
+        float q = 0.0f;
+        if (opt_.replay != nullptr) {
+            // A replay revises at the trace's rate per check; every other check passes.
+            replay_revisions_ += replay_revision_rate_;
+            flag = replay_revisions_ >= 1.0;
+            if (flag) replay_revisions_ -= 1.0;
+            top = (t + 1) % static_cast<int32_t>(V);
+            if (top == ids_.mask) top = (top + 1) % static_cast<int32_t>(V);
+            q = flag ? 0.0f : 1.0f;
+        } else {
+            const float* row = cpu_preds[i].logits;
+            assert(row != nullptr);
+            const Candidate c = pick_candidate(row, V, 0.0, *noise_, 0, ids_.mask);
+            check_finite_logit(row[c.token], p);
+            q = softmax_prob(row, V, t);
+            top = c.token;
+            flag = (top != t && c.confidence - q >= ro.margin) || q < ro.floor;
+        }
+        if (!flag) {
+            streak_[p] = q >= ro.stable ? streak_[p] + 1 : 0;
+            continue;
+        }
+        streak_[p] = 0;
+        if (remask) {
+            res_.revision_events.push_back({p, t, ids_.mask, global_step_});
+            x[p] = ids_.mask;
+            state_[p] = TokenState::Masked;
+            ++info.remasked;
+            ++rv.remasks;
+            revised_.push_back(p);
+        } else if (top != t && top >= 0) {
+            res_.revision_events.push_back({p, t, top, global_step_});
+            x[p] = top;
+            needs_lane_refresh_[p] = true;
+            ++info.revised;
+            ++rv.revisions;
+            revised_.push_back(p);
+        }
+    }
+}
+
+// A Visible token turns Stable once its checks passed stable_k times in a row or its budget is
+// spent, and every earlier position is stable.
+void Generator::stabilise(StepInfo& info) {
+    const ReviseOptions& ro = opt_.revise;
+    // After the last block, a step of the CPU path alone that revised nothing and checked every
+    // visible token against a cache holding every committed token's own K/V saw the final
+    // context: a further check would see the same and decide the same, so they are all final.
+    const bool settled = !req_.dense && info.revised + info.remasked == 0 &&
+                         static_cast<int>(checks_.size()) == visible_at_plan_ &&
+                         stale_unrefreshed_ == 0;
+    for (int p = P_; p < L_; ++p) {
+        if (state_[p] == TokenState::Stable) continue;
+        if (state_[p] != TokenState::Visible) break;
+        const int age = global_step_ - commit_step_[p];
+        if (!settled && streak_[p] < ro.stable_k && age < ro.budget) break;
+        state_[p] = TokenState::Stable;
+        ++info.stabilised;
+        ++res_.revision.stabilised;
+        res_.revision.commit_to_stable_steps += age;
+    }
+}
+
+// Counts each revision against the final canvas.
+void Generator::finish_revision() {
+    auto& rv = res_.revision;
+    const auto s = split_revisions(
+        res_.revision_events, P_, std::span<const int32_t>(res_.canvas).subspan(P_), -1, ids_.mask);
+    rv.right_to_wrong = s.right_to_wrong;
+    rv.wrong_to_right = s.wrong_to_right;
+    rv.wrong_to_wrong = s.wrong_to_wrong;
+    rv.remasks_of_right = s.remasks_of_right;
+    rv.remasks_of_wrong = s.remasks_of_wrong;
+}
+
+void Generator::record_lane_cost(const LaneCost& c) {
+    StepInfo& s = res_.steps.back();
+    auto& rv = res_.revision;
+    s.cpu_ms = c.cpu_ms;
+    s.exposed_ms = c.exposed_ms;
+    s.proj_dense_ms = c.proj_dense_ms;
+    s.proj_cpu_ms = c.proj_cpu_ms;
+    s.proj_merge_ms = c.proj_merge_ms;
+    rv.cpu_ms += c.cpu_ms;
+    rv.exposed_ms += c.exposed_ms;
+    rv.proj_dense_ms += c.proj_dense_ms;
+    rv.proj_cpu_ms += c.proj_cpu_ms;
+    rv.proj_merge_ms += c.proj_merge_ms;
+    s.proj_contention_ms = c.proj_contention_ms;
+    rv.proj_contention_ms += c.proj_contention_ms;
+    rv.proj_step_ms +=
+        std::max(c.proj_dense_ms, c.proj_cpu_ms) + c.proj_contention_ms + c.proj_merge_ms;
+}
+
+}  // namespace llada::decode
