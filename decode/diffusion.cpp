@@ -32,12 +32,12 @@ class DiffusionPolicy : public Policy {
         const int P = static_cast<int>(prompt.size());
         check_canvas_fits(model_, P, opt_.gen);
         const int L = P + opt_.gen;
-        const int n_seq = opt_.cfg > 0.0 ? 2 : 1;
-        // Drafts fed as tokens take a second (shadow) row each.
-        const int64_t rows = int64_t{n_seq} * L * (rows_per_position(cfg_, opt_));
-        model::Session session(model_, device_, n_seq, L, rows, rows, opt_.kernels);
+        const SessionShape shape = session_shape(cfg_, opt_, L);
+        model::Session session(model_, device_, shape.n_seq, L, shape.rows, shape.rows,
+                               opt_.kernels);
         const ForwardCost* cost = nullptr;
-        if (cfg_.speculate && opt_.lookahead < 0) cost = &forward_cost(session, n_seq * L, L);
+        if (cfg_.speculate && opt_.lookahead < 0)
+            cost = &forward_cost(session, int64_t{shape.n_seq} * L, L);
         Generator g(model_, opt_, ids_, cfg_, prompt, cost);
         Scheduler sched(session);
         sched.add(g);

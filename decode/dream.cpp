@@ -19,10 +19,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <memory>
 #include <numeric>
 #include <utility>
 #include <vector>
 
+#include "decode/dream.h"
 #include "decode/policy.h"
 #include "decode/sampling.h"
 #include "util/error.h"
@@ -110,6 +112,196 @@ std::vector<int> top_positions(const std::vector<double>& score, int k) {
     return idx;
 }
 
+// One candidate of Dream's sampler: its canvas, noise and scratch; a step is begin() (the rows
+// that predict its masked positions) and end() (sampling and writing from those rows' logits).
+class DreamCandidate {
+  public:
+    DreamCandidate(const model::Model& model, const GenerateOptions& opt, const TokenIds& ids,
+                   std::span<const int32_t> prompt, NoiseSource& noise,
+                   const std::vector<float>& ts)
+        : opt_(opt), d_(opt.dream), ids_(ids), noise_(noise), ts_(ts) {
+        P_ = static_cast<int>(prompt.size());
+        L_ = P_ + opt.gen;
+        V_ = model.hparams().n_vocab;
+        shift_ = model.hparams().shift_logits;
+        res_.prompt_len = P_;
+        res_.canvas.assign(prompt.begin(), prompt.end());
+        res_.canvas.resize(L_, ids.mask);
+    }
+
+    // Step i's output rows (canvas positions; empty when nothing is masked any more).
+    const std::vector<int32_t>& begin(int i) {
+        t0_ = std::chrono::steady_clock::now();
+        info_ = StepInfo{};
+        info_.step = i;
+        info_.step_in_block = i;
+        masked_.clear();
+        for (int p = 0; p < L_; ++p)
+            if (res_.canvas[p] == ids_.mask) masked_.push_back(p);
+        committed_.clear();
+        rows_.clear();
+        // The rows that predict the masked positions (shifted: p - 1, row 0 itself).
+        row_of_.assign(masked_.size(), 0);
+        for (size_t j = 0; j < masked_.size(); ++j) {
+            const int32_t r = shift_ ? std::max(masked_[j] - 1, 0) : masked_[j];
+            if (rows_.empty() || rows_.back() != r) rows_.push_back(r);
+            row_of_[j] = static_cast<int32_t>(rows_.size()) - 1;
+        }
+        return rows_;
+    }
+
+    // Step i from the logits of begin()'s rows (null when it had none); `window_rows` is what
+    // the forward computed for this candidate.
+    void end(int i, const float* logits, int64_t window_rows) {
+        if (!masked_.empty()) {
+            info_.rows = window_rows;
+            info_.lm_head_rows = static_cast<int64_t>(rows_.size());
+            sample_and_write(i, logits);
+            res_.stats.forwards += 1;
+            res_.stats.rows += info_.rows;
+            res_.stats.lm_head_rows += info_.lm_head_rows;
+        }
+        info_.committed = static_cast<int>(committed_.size());
+        info_.rows_device = info_.rows;
+        res_.rows_device += info_.rows;
+        info_.n_masked =
+            static_cast<int>(std::count(res_.canvas.begin() + P_, res_.canvas.end(), ids_.mask));
+        info_.n_stable = opt_.gen - info_.n_masked;
+        info_.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0_)
+                       .count();
+        res_.steps.push_back(info_);
+    }
+
+    GenerateResult& result() { return res_; }
+    const std::vector<int32_t>& committed() const { return committed_; }
+
+  private:
+    // Samples the rows `which` (indices into masked_): tokens and confidences.
+    void sample(const float* logits, const std::vector<int>& which) {
+        tok_.assign(which.size(), -1);
+        conf_.assign(which.size(), 0.0);
+        if (opt_.temperature > 0.0) noise_.next_draw(static_cast<int64_t>(which.size()) * V_);
+        for (size_t r = 0; r < which.size(); ++r) {
+            const float* row = logits + static_cast<int64_t>(row_of_[which[r]]) * V_;
+            filtered_probs(row, V_, d_, opt_.temperature, x_, scratch_);
+            int32_t best = 0;
+            if (opt_.temperature > 0.0) {
+                double sum = 0.0;
+                for (double p : x_)
+                    sum += p;
+                double best_v = -1.0;
+                for (int64_t v = 0; v < V_; ++v) {
+                    const double q = -std::log(noise_.at(static_cast<int64_t>(r) * V_ + v));
+                    const double val = x_[v] / sum / q;
+                    if (val > best_v) {
+                        best_v = val;
+                        best = static_cast<int32_t>(v);
+                    }
+                }
+            } else {
+                best = first_argmax(x_);
+            }
+            check_finite_logit(row[best], masked_[which[r]]);
+            tok_[r] = best;
+            if (d_.alg == "topk_margin") {
+                double a = -1.0, b = -1.0;
+                for (double p : x_) {
+                    if (p > a) {
+                        b = a;
+                        a = p;
+                    } else if (p > b) {
+                        b = p;
+                    }
+                }
+                conf_[r] = a - b;
+            } else if (d_.alg == "entropy") {
+                double e = 0.0;
+                for (double p : x_)
+                    e += p * std::log(p + 1e-10);
+                conf_[r] = e;
+            } else {
+                conf_[r] = x_[best];
+            }
+        }
+    }
+
+    void sample_and_write(int i, const float* logits) {
+        const float t = ts_[i], s = ts_[i + 1];
+        const bool last = i == opt_.steps - 1;
+        const int n_mask = static_cast<int>(masked_.size());
+        std::vector<int> chosen;
+        std::vector<int32_t> write;
+        if (d_.alg == "origin") {
+            const float ratio = last ? 1.0f : 1.0f - s / t;
+            noise_.next_draw(n_mask);
+            std::vector<int> sel;
+            for (int j = 0; j < n_mask; ++j)
+                if (noise_.at(j) < static_cast<double>(ratio)) sel.push_back(j);
+            if (!sel.empty()) sample(logits, sel);
+            for (size_t r = 0; r < sel.size(); ++r) {
+                chosen.push_back(masked_[sel[r]]);
+                write.push_back(tok_[r]);
+            }
+        } else {
+            std::vector<int> all(n_mask);
+            std::iota(all.begin(), all.end(), 0);
+            sample(logits, all);
+            const float ratio = 1.0f - s / t;
+            const float prod = static_cast<float>(n_mask) * ratio;
+            const int k = last ? n_mask : static_cast<int>(prod);
+            if (k > 0) {
+                std::vector<double> full(L_, -INFINITY);
+                for (int j = 0; j < n_mask; ++j)
+                    full[masked_[j]] = conf_[j];
+                if (d_.alg_temp > 0.0) {
+                    // softmax(full / alg_temp) / q over the canvas, q = -log(u).
+                    double mx = -INFINITY, sum = 0.0;
+                    for (double& e : full) {
+                        e /= d_.alg_temp;
+                        mx = std::max(mx, e);
+                    }
+                    for (double& e : full) {
+                        e = std::exp(e - mx);
+                        sum += e;
+                    }
+                    noise_.next_draw(L_);
+                    for (int p = 0; p < L_; ++p)
+                        full[p] = full[p] / sum / -std::log(noise_.at(p));
+                }
+                chosen = top_positions(full, k);
+            }
+            for (int p : chosen) {
+                const auto it = std::lower_bound(masked_.begin(), masked_.end(), p);
+                // Dream's corner: a chosen position that is not masked gets the mask.
+                write.push_back(it != masked_.end() && *it == p
+                                    ? tok_[static_cast<size_t>(it - masked_.begin())]
+                                    : ids_.mask);
+            }
+        }
+        for (size_t c = 0; c < chosen.size(); ++c) {
+            if (write[c] != ids_.mask) check_spellable(ids_, write[c], chosen[c]);
+            res_.canvas[chosen[c]] = write[c];
+            committed_.push_back(chosen[c]);
+        }
+    }
+
+    const GenerateOptions& opt_;
+    const DreamOptions& d_;
+    const TokenIds& ids_;
+    NoiseSource& noise_;
+    const std::vector<float>& ts_;
+    int P_ = 0, L_ = 0;
+    int64_t V_ = 0;
+    bool shift_ = false;
+    GenerateResult res_;
+    StepInfo info_;
+    std::chrono::steady_clock::time_point t0_;
+    std::vector<int> masked_;
+    std::vector<int32_t> rows_, row_of_, tok_, committed_;
+    std::vector<double> conf_, x_;
+    FilterScratch scratch_;
+};
+
 class DreamPolicy : public Policy {
   public:
     DreamPolicy(const model::Model& model, runtime::Device& device, const GenerateOptions& opt,
@@ -152,186 +344,7 @@ class DreamPolicy : public Policy {
     const char* name() const override { return "dream"; }
 
     GenerateResult generate(std::span<const int32_t> prompt, const StepCallback& on_step) override {
-        const auto t0 = std::chrono::steady_clock::now();
-        const DreamOptions& d = opt_.dream;
-        const int P = static_cast<int>(prompt.size());
-        if (P == 0) throw Error("policy 'dream' needs a prompt of at least one token");
-        check_canvas_fits(model_, P, opt_.gen);
-        check_prompt_ids(model_, prompt);
-        const int L = P + opt_.gen;
-        const int64_t V = model_.hparams().n_vocab;
-        const bool shift = model_.hparams().shift_logits;
-        model::Session session(model_, device_, 1, L, L, L, opt_.kernels);
-        CounterNoise own_noise(opt_.seed);
-        NoiseSource& noise = opt_.noise ? *opt_.noise : own_noise;
-        const std::vector<float> ts = dream_timesteps(opt_.steps, static_cast<float>(d.eps));
-
-        GenerateResult res;
-        res.prompt_len = P;
-        res.canvas.assign(prompt.begin(), prompt.end());
-        res.canvas.resize(L, ids_.mask);
-        std::vector<int32_t> pos(L), seq(L, 0), rows, row_of;
-        std::iota(pos.begin(), pos.end(), 0);
-        const int32_t kv_len = L;
-        std::vector<double> x;
-        FilterScratch scratch;
-        std::vector<int> masked, chosen;
-        std::vector<int32_t> tok, committed;
-        std::vector<double> conf;
-        for (int i = 0; i < opt_.steps; ++i) {
-            const auto ts0 = std::chrono::steady_clock::now();
-            StepInfo info;
-            info.step = i;
-            info.step_in_block = i;
-            masked.clear();
-            for (int p = 0; p < L; ++p)
-                if (res.canvas[p] == ids_.mask) masked.push_back(p);
-            committed.clear();
-            if (!masked.empty()) {
-                // The rows that predict the masked positions (shifted: p - 1, row 0 itself).
-                rows.clear();
-                row_of.assign(masked.size(), 0);
-                for (size_t j = 0; j < masked.size(); ++j) {
-                    const int32_t r = shift ? std::max(masked[j] - 1, 0) : masked[j];
-                    if (rows.empty() || rows.back() != r) rows.push_back(r);
-                    row_of[j] = static_cast<int32_t>(rows.size()) - 1;
-                }
-                const runtime::Batch batch{L,
-                                           res.canvas.data(),
-                                           pos.data(),
-                                           seq.data(),
-                                           static_cast<int64_t>(rows.size()),
-                                           rows.data(),
-                                           &kv_len};
-                const int64_t rows_before = session.stats().rows;
-                const float* logits = session.forward(batch);
-                info.rows = session.stats().rows - rows_before;
-                info.lm_head_rows = static_cast<int64_t>(rows.size());
-                const float t = ts[i], s = ts[i + 1];
-                const bool last = i == opt_.steps - 1;
-                const int n_mask = static_cast<int>(masked.size());
-                // Samples the rows `which` (indices into masked): tokens and confidences.
-                auto sample = [&](const std::vector<int>& which) {
-                    tok.assign(which.size(), -1);
-                    conf.assign(which.size(), 0.0);
-                    if (opt_.temperature > 0.0)
-                        noise.next_draw(static_cast<int64_t>(which.size()) * V);
-                    for (size_t r = 0; r < which.size(); ++r) {
-                        const float* row = logits + static_cast<int64_t>(row_of[which[r]]) * V;
-                        filtered_probs(row, V, d, opt_.temperature, x, scratch);
-                        int32_t best = 0;
-                        if (opt_.temperature > 0.0) {
-                            double sum = 0.0;
-                            for (double p : x)
-                                sum += p;
-                            double best_v = -1.0;
-                            for (int64_t v = 0; v < V; ++v) {
-                                const double q =
-                                    -std::log(noise.at(static_cast<int64_t>(r) * V + v));
-                                const double val = x[v] / sum / q;
-                                if (val > best_v) {
-                                    best_v = val;
-                                    best = static_cast<int32_t>(v);
-                                }
-                            }
-                        } else {
-                            best = first_argmax(x);
-                        }
-                        check_finite_logit(row[best], masked[which[r]]);
-                        tok[r] = best;
-                        if (d.alg == "topk_margin") {
-                            double a = -1.0, b = -1.0;
-                            for (double p : x) {
-                                if (p > a) {
-                                    b = a;
-                                    a = p;
-                                } else if (p > b) {
-                                    b = p;
-                                }
-                            }
-                            conf[r] = a - b;
-                        } else if (d.alg == "entropy") {
-                            double e = 0.0;
-                            for (double p : x)
-                                e += p * std::log(p + 1e-10);
-                            conf[r] = e;
-                        } else {
-                            conf[r] = x[best];
-                        }
-                    }
-                };
-                chosen.clear();
-                std::vector<int32_t> write;
-                if (d.alg == "origin") {
-                    const float ratio = last ? 1.0f : 1.0f - s / t;
-                    noise.next_draw(n_mask);
-                    std::vector<int> sel;
-                    for (int j = 0; j < n_mask; ++j)
-                        if (noise.at(j) < static_cast<double>(ratio)) sel.push_back(j);
-                    if (!sel.empty()) sample(sel);
-                    for (size_t r = 0; r < sel.size(); ++r) {
-                        chosen.push_back(masked[sel[r]]);
-                        write.push_back(tok[r]);
-                    }
-                } else {
-                    std::vector<int> all(n_mask);
-                    std::iota(all.begin(), all.end(), 0);
-                    sample(all);
-                    const float ratio = 1.0f - s / t;
-                    const float prod = static_cast<float>(n_mask) * ratio;
-                    const int k = last ? n_mask : static_cast<int>(prod);
-                    if (k > 0) {
-                        std::vector<double> full(L, -INFINITY);
-                        for (int j = 0; j < n_mask; ++j)
-                            full[masked[j]] = conf[j];
-                        if (d.alg_temp > 0.0) {
-                            // softmax(full / alg_temp) / q over the canvas, q = -log(u).
-                            double mx = -INFINITY, sum = 0.0;
-                            for (double& e : full) {
-                                e /= d.alg_temp;
-                                mx = std::max(mx, e);
-                            }
-                            for (double& e : full) {
-                                e = std::exp(e - mx);
-                                sum += e;
-                            }
-                            noise.next_draw(L);
-                            for (int p = 0; p < L; ++p)
-                                full[p] = full[p] / sum / -std::log(noise.at(p));
-                        }
-                        chosen = top_positions(full, k);
-                    }
-                    for (int p : chosen) {
-                        const auto it = std::lower_bound(masked.begin(), masked.end(), p);
-                        // Dream's corner: a chosen position that is not masked gets the mask.
-                        write.push_back(it != masked.end() && *it == p
-                                            ? tok[static_cast<size_t>(it - masked.begin())]
-                                            : ids_.mask);
-                    }
-                }
-                for (size_t c = 0; c < chosen.size(); ++c) {
-                    if (write[c] != ids_.mask) check_spellable(ids_, write[c], chosen[c]);
-                    res.canvas[chosen[c]] = write[c];
-                    committed.push_back(chosen[c]);
-                }
-                res.stats.forwards += 1;
-                res.stats.rows += info.rows;
-                res.stats.lm_head_rows += info.lm_head_rows;
-            }
-            info.committed = static_cast<int>(committed.size());
-            info.rows_device = info.rows;
-            res.rows_device += info.rows;
-            info.n_masked =
-                static_cast<int>(std::count(res.canvas.begin() + P, res.canvas.end(), ids_.mask));
-            info.n_stable = opt_.gen - info.n_masked;
-            info.ms =
-                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - ts0)
-                    .count();
-            res.steps.push_back(info);
-            if (on_step) on_step({res.steps.back(), opt_.steps, P, res.canvas, committed});
-        }
-        res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        return res;
+        return std::move(dream_batch(model_, device_, opt_, ids_, prompt, 1, on_step)[0]);
     }
 
   private:
@@ -342,6 +355,81 @@ class DreamPolicy : public Policy {
 };
 
 }  // namespace
+
+std::vector<GenerateResult> dream_batch(const model::Model& model, runtime::Device& device,
+                                        const GenerateOptions& opt, const TokenIds& ids,
+                                        std::span<const int32_t> prompt, int n,
+                                        const StepCallback& on_step, model::ForwardStats* batch) {
+    const auto t0 = std::chrono::steady_clock::now();
+    DreamPolicy check(model, device, opt, ids);  // the option checks
+    if (n < 1) throw Error("dream generation of " + std::to_string(n) + " candidates");
+    if (opt.noise != nullptr && n > 1) throw Error("--tts draws each candidate's own noise");
+    const int P = static_cast<int>(prompt.size());
+    if (P == 0) throw Error("policy 'dream' needs a prompt of at least one token");
+    check_canvas_fits(model, P, opt.gen);
+    check_prompt_ids(model, prompt);
+    const int L = P + opt.gen;
+    const int64_t V = model.hparams().n_vocab;
+    model::Session session(model, device, n, L, int64_t{n} * L, int64_t{n} * L, opt.kernels);
+    const std::vector<float> ts = dream_timesteps(opt.steps, static_cast<float>(opt.dream.eps));
+    std::vector<CounterNoise> own;
+    for (int k = 0; k < n; ++k)
+        own.emplace_back(opt.seed + static_cast<uint64_t>(k));
+    std::vector<std::unique_ptr<DreamCandidate>> cands;
+    for (int k = 0; k < n; ++k) {
+        NoiseSource& noise = opt.noise ? *opt.noise : own[k];
+        cands.push_back(std::make_unique<DreamCandidate>(model, opt, ids, prompt, noise, ts));
+    }
+    // Each step: every candidate with masked positions adds its whole canvas on its own
+    // sequence (a full forward, as Dream's sampler computes it) and its output rows.
+    std::vector<int32_t> tok, pos, seq, outs, kv_len(n, L);
+    std::vector<size_t> first_out(n), n_out(n);
+    for (int i = 0; i < opt.steps; ++i) {
+        tok.clear();
+        pos.clear();
+        seq.clear();
+        outs.clear();
+        for (int k = 0; k < n; ++k) {
+            const std::vector<int32_t>& rows = cands[k]->begin(i);
+            first_out[k] = outs.size();
+            n_out[k] = rows.size();
+            if (rows.empty()) continue;
+            const int32_t base = static_cast<int32_t>(tok.size());
+            const auto& canvas = cands[k]->result().canvas;
+            for (int p = 0; p < L; ++p) {
+                tok.push_back(canvas[p]);
+                pos.push_back(p);
+                seq.push_back(k);
+            }
+            for (int32_t r : rows)
+                outs.push_back(base + r);
+        }
+        const float* logits = nullptr;
+        if (!tok.empty()) {
+            const runtime::Batch b{
+                static_cast<int64_t>(tok.size()),  tok.data(),  pos.data(),   seq.data(),
+                static_cast<int64_t>(outs.size()), outs.data(), kv_len.data()};
+            logits = session.forward(b);
+        }
+        for (int k = 0; k < n; ++k) {
+            cands[k]->end(i, n_out[k] ? logits + static_cast<int64_t>(first_out[k]) * V : nullptr,
+                          n_out[k] ? L : 0);
+            if (on_step && n == 1) {
+                GenerateResult& r = cands[k]->result();
+                on_step({r.steps.back(), opt.steps, P, r.canvas, cands[k]->committed()});
+            }
+        }
+    }
+    if (batch) *batch = session.stats();
+    const double wall =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::vector<GenerateResult> out;
+    for (auto& c : cands) {
+        c->result().wall_s = wall;
+        out.push_back(std::move(c->result()));
+    }
+    return out;
+}
 
 std::unique_ptr<Policy> make_dream_policy(const model::Model& model, runtime::Device& device,
                                           const GenerateOptions& options, const TokenIds& ids) {

@@ -127,6 +127,18 @@ int rows_per_position(const DiffusionConfig& cfg, const GenerateOptions& opt) {
     return cfg.speculate && opt.draft_input == DraftInput::Token ? 2 : 1;
 }
 
+int sequences_per_generation(const GenerateOptions& opt) {
+    return opt.cfg > 0.0 ? 2 : 1;
+}
+
+SessionShape session_shape(const DiffusionConfig& cfg, const GenerateOptions& opt, int canvas_len,
+                           int n) {
+    SessionShape s;
+    s.n_seq = n * sequences_per_generation(opt);
+    s.rows = int64_t{s.n_seq} * canvas_len * rows_per_position(cfg, opt);
+    return s;
+}
+
 Generator::Generator(const model::Model& model, const GenerateOptions& opt, const TokenIds& ids,
                      const DiffusionConfig& cfg, std::span<const int32_t> prompt,
                      const ForwardCost* cost)

@@ -39,6 +39,17 @@ DiffusionConfig configure_diffusion(const std::string& name, const GenerateOptio
 // Window rows a step may ask for per canvas position and sequence: 2 when drafts are fed as
 // tokens (a writer row and a shadow row), else 1. Sessions are sized with it.
 int rows_per_position(const DiffusionConfig& cfg, const GenerateOptions& opt);
+// KV-cache sequences one generation holds: 2 under classifier-free guidance (--cfg: the
+// conditional and the unconditional canvas), else 1.
+int sequences_per_generation(const GenerateOptions& opt);
+// The session `n` generations of one configuration need on a canvas of canvas_len positions:
+// the one shape the CLI's policies, test-time scaling and the server size their sessions by.
+struct SessionShape {
+    int n_seq = 1;     // KV-cache sequences
+    int64_t rows = 0;  // window rows (and output rows) a forward may carry
+};
+SessionShape session_shape(const DiffusionConfig& cfg, const GenerateOptions& opt, int canvas_len,
+                           int n = 1);
 
 // One window row a generation asks for. `seq` is the generation's own sequence index (0, or 1
 // for the unconditional branch of classifier-free guidance); the scheduler maps it onto a KV

@@ -84,6 +84,28 @@ void RevisionSplit::add(const RevisionSplit& o) {
     remasks_of_wrong += o.remasks_of_wrong;
 }
 
+void GenerateResult::Revision::add(const Revision& o) {
+    checks += o.checks;
+    refreshes += o.refreshes;
+    lane_only_steps += o.lane_only_steps;
+    revisions += o.revisions;
+    right_to_wrong += o.right_to_wrong;
+    wrong_to_right += o.wrong_to_right;
+    wrong_to_wrong += o.wrong_to_wrong;
+    remasks += o.remasks;
+    remasks_of_right += o.remasks_of_right;
+    remasks_of_wrong += o.remasks_of_wrong;
+    stabilised += o.stabilised;
+    commit_to_stable_steps += o.commit_to_stable_steps;
+    cpu_ms += o.cpu_ms;
+    exposed_ms += o.exposed_ms;
+    proj_dense_ms += o.proj_dense_ms;
+    proj_cpu_ms += o.proj_cpu_ms;
+    proj_merge_ms += o.proj_merge_ms;
+    proj_contention_ms += o.proj_contention_ms;
+    proj_step_ms += o.proj_step_ms;
+}
+
 RevisionSplit split_revisions(std::span<const RevisionEvent> events, int prompt_len,
                               std::span<const int32_t> reference, int32_t beyond, int32_t mask) {
     RevisionSplit g;

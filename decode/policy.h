@@ -224,6 +224,9 @@ struct GenerateResult {
         double proj_dense_ms = 0.0, proj_cpu_ms = 0.0, proj_merge_ms = 0.0;
         double proj_contention_ms = 0.0;
         double proj_step_ms = 0.0;  // sum over steps of max(dense, cpu) + contention + merge
+        // Sums every field: `revisions` counts replacements only, remasks apart (one meaning
+        // in llada-cli's JSON, llada-eval's and llada-bench's).
+        void add(const Revision& o);
     } revision;
     std::vector<RevisionEvent> revision_events;  // in order
     // The confidence of each committed token when it was committed (test-time scaling's

@@ -5,6 +5,8 @@
 #include <map>
 #include <memory>
 
+#include "decode/autoregressive.h"
+#include "decode/dream.h"
 #include "decode/generator.h"
 #include "decode/lookahead.h"
 #include "decode/scheduler.h"
@@ -14,91 +16,32 @@ namespace llada::decode {
 
 namespace {
 
-// `ar` candidates: the prompt is prefilled once (sequence 0) and its K/V copied to every
-// candidate's sequence; then each step is one forward of one row per live candidate (its newest
-// token against its own cache), and candidate k samples with seed opt.seed + k, as the `ar`
-// policy alone does (decode/autoregressive.cpp).
+// `ar` candidates: the autoregressive loop's batch (decode/autoregressive.h), candidate k with
+// seed opt.seed + k, as the `ar` policy alone samples it.
 CandidatesResult ar_candidates(const model::Model& model, runtime::Device& device,
                                const GenerateOptions& opt, const TokenIds& ids,
                                std::span<const int32_t> prompt, int n) {
     const auto t0 = std::chrono::steady_clock::now();
-    if (!model.hparams().causal) {
-        throw Error("policy 'ar' needs an autoregressive model; '" + model.hparams().arch +
-                    "' is bidirectional");
-    }
-    if (opt.cfg != 0.0) throw Error("--cfg is not available with policy 'ar'");
-    if (opt.noise != nullptr) throw Error("--tts draws each candidate's own noise");
-    const int P = static_cast<int>(prompt.size());
-    if (P == 0) throw Error("policy 'ar' needs a prompt of at least one token");
-    check_canvas_fits(model, P, opt.gen);
-    check_prompt_ids(model, prompt);
-    const int L = P + opt.gen;
-    const int64_t V = model.hparams().n_vocab;
-    model::Session session(model, device, n, L, std::max(P, n), n, opt.kernels);
     CandidatesResult out;
-    out.candidates.resize(static_cast<size_t>(n));
-    std::vector<CounterNoise> noise;
-    std::vector<bool> live(static_cast<size_t>(n), true);
-    for (int k = 0; k < n; ++k) {
-        noise.emplace_back(opt.seed + static_cast<uint64_t>(k));
-        auto& r = out.candidates[k];
-        r.prompt_len = P;
-        r.canvas.reserve(L);
-        r.canvas.assign(prompt.begin(), prompt.end());
-    }
-    std::vector<int32_t> tok(std::max(P, n)), pos(std::max(P, n)), seq(std::max(P, n)), outs(n),
-        who(n);
-    for (int p = 0; p < P; ++p) {
-        tok[p] = prompt[p];
-        pos[p] = p;
-        seq[p] = 0;
-    }
-    outs[0] = P - 1;
-    const float* logits = session.forward({P, tok.data(), pos.data(), seq.data(), 1, outs.data()});
-    for (int k = 1; k < n; ++k) {
-        for (int p = 0; p < P; ++p)
-            session.kv().copy_slot(0, k, p);
-    }
-    std::vector<float> first(logits, logits + V);
-    for (int step = 0; step < opt.gen; ++step) {
-        int m = 0;
-        for (int k = 0; k < n; ++k) {
-            if (!live[k]) continue;
-            const float* row = step == 0 ? first.data() : logits + static_cast<int64_t>(m++) * V;
-            if (opt.temperature > 0.0) noise[k].next_draw(V);
-            const int32_t next = pick_candidate(row, V, opt.temperature, noise[k], 0).token;
-            auto& r = out.candidates[k];
-            r.canvas.push_back(next);
-            r.confidence_sum += softmax_prob(row, V, next);
-            ++r.confidence_n;
-            StepInfo info;
-            info.step = step;
-            info.committed = 1;
-            info.rows = step == 0 ? P : 1;
-            info.lm_head_rows = 1;
-            r.steps.push_back(info);
-            r.stats.forwards += 1;
-            r.stats.rows += info.rows;
-            r.stats.lm_head_rows += 1;
-            live[k] = next != ids.eos && next != ids.eot && step + 1 < opt.gen;
-        }
-        m = 0;
-        for (int k = 0; k < n; ++k) {
-            if (!live[k]) continue;
-            const int32_t p = P + step;
-            tok[m] = out.candidates[k].canvas[p];
-            pos[m] = p;
-            seq[m] = k;
-            outs[m] = m;
-            ++m;
-        }
-        if (m == 0) break;
-        logits = session.forward({m, tok.data(), pos.data(), seq.data(), m, outs.data()});
-    }
-    for (auto& r : out.candidates)
-        r.canvas.resize(L, ids.eos >= 0 ? ids.eos : ids.eot);
-    out.forwards = session.stats().forwards;
-    out.rows = session.stats().rows;
+    model::ForwardStats batch;
+    out.candidates = autoregressive_generate(model, device, opt, ids, prompt, n, nullptr, &batch);
+    out.forwards = batch.forwards;
+    out.rows = batch.rows;
+    out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return out;
+}
+
+// `dream` candidates: Dream's sampler's batch (decode/dream.h), candidate k with seed
+// opt.seed + k.
+CandidatesResult dream_candidates(const model::Model& model, runtime::Device& device,
+                                  const GenerateOptions& opt, const TokenIds& ids,
+                                  std::span<const int32_t> prompt, int n) {
+    const auto t0 = std::chrono::steady_clock::now();
+    CandidatesResult out;
+    model::ForwardStats batch;
+    out.candidates = dream_batch(model, device, opt, ids, prompt, n, nullptr, &batch);
+    out.forwards = batch.forwards;
+    out.rows = batch.rows;
     out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return out;
 }
@@ -110,13 +53,14 @@ CandidatesResult generate_candidates(const std::string& policy, const model::Mod
                                      const TokenIds& ids, std::span<const int32_t> prompt, int n) {
     if (n < 1 || n > 4096) throw Error("--tts must be in [1, 4096], got " + std::to_string(n));
     if (policy == "ar") return ar_candidates(model, device, opt, ids, prompt, n);
+    if (policy == "dream") return dream_candidates(model, device, opt, ids, prompt, n);
     const auto t0 = std::chrono::steady_clock::now();
     const DiffusionConfig cfg = configure_diffusion(policy, opt);
     check_canvas_fits(model, static_cast<int>(prompt.size()), opt.gen);
     const int L = static_cast<int>(prompt.size()) + opt.gen;
-    const int per = opt.cfg > 0.0 ? 2 : 1;
-    const int64_t rows = int64_t{n} * per * L * rows_per_position(cfg, opt);
-    model::Session session(model, device, n * per, L, rows, rows, opt.kernels);
+    const int per = sequences_per_generation(opt);
+    const SessionShape shape = session_shape(cfg, opt, L, n);
+    model::Session session(model, device, shape.n_seq, L, shape.rows, shape.rows, opt.kernels);
     // mbsd --lookahead auto: each candidate sizes its lookahead on one candidate's cost table
     // (as if alone; the other candidates' rows in the same forward are not weighed).
     ForwardCost cost;

@@ -604,3 +604,26 @@ TEST(EarlyStop, SameAnswerFewerForwards) {
     }
     EXPECT_EQ(stopped, 1);
 }
+
+// Revision counts add field by field: `revisions` stays the replacements, remasks apart (what
+// llada-bench's ablation sums and llada-cli's JSON prints mean the same).
+TEST(Revision, AddKeepsReplacementsAndRemasksApart) {
+    decode::GenerateResult::Revision a, b;
+    a.checks = 5;
+    a.revisions = 2;
+    a.remasks = 1;
+    a.proj_cpu_ms = 1.5;
+    b.checks = 7;
+    b.revisions = 3;
+    b.remasks = 4;
+    b.right_to_wrong = 1;
+    b.stabilised = 6;
+    b.proj_cpu_ms = 2.0;
+    a.add(b);
+    EXPECT_EQ(a.checks, 12);
+    EXPECT_EQ(a.revisions, 5);
+    EXPECT_EQ(a.remasks, 5);
+    EXPECT_EQ(a.right_to_wrong, 1);
+    EXPECT_EQ(a.stabilised, 6);
+    EXPECT_DOUBLE_EQ(a.proj_cpu_ms, 3.5);
+}

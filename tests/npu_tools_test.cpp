@@ -192,6 +192,9 @@ TEST(NpuTools, BenchAblationProjectsTheRevisionLanes) {
     EXPECT_GT(npu, 0.0);
     EXPECT_GT(cpu, 0.0);
     EXPECT_GT(rv["checks"].get<double>(), 0.0);
+    // Replacements and remasks apart, as llada-cli's "revision" object counts them.
+    EXPECT_TRUE(rv.contains("remasks"));
+    EXPECT_TRUE(cj["revision"].contains("remasks"));
     EXPECT_GE(proj, std::max(npu, cpu) - 1e-9);
     EXPECT_LE(proj, serial + rv["projected_contention_s"].get<double>() + 1e-9);
     EXPECT_NE(r.err.find("PROJECTED lanes per request"), std::string::npos);

@@ -667,3 +667,44 @@ TEST(Server, ADisconnectedStreamFreesItsSlot) {
     }
     EXPECT_EQ(status, 200);
 }
+
+// Under --cfg every request holds two sequences (the conditional and the unconditional
+// canvas): with --parallel 2 one request runs at a time and the others wait in the queue
+// instead of failing; each answer is the one the same request gets alone.
+TEST(Server, CfgRequestsWaitForTheirTwoSequences) {
+    Server s({"--parallel", "2", "--cfg", "1.0"});
+    ASSERT_GT(s.port, 0);
+    std::vector<int> status(3, 0);
+    std::vector<std::string> got(3);
+    std::vector<std::thread> ts;
+    for (int i = 0; i < 3; ++i) {
+        ts.emplace_back([&, i] {
+            httplib::Client ci("127.0.0.1", s.port);
+            ci.set_read_timeout(120);
+            const json body = {{"prompt", kPrompts[i]}, {"max_tokens", 32}};
+            auto r = ci.Post("/v1/completions", body.dump(), "application/json");
+            if (!r) return;
+            status[i] = r->status;
+            if (r->status == 200) got[i] = json::parse(r->body)["choices"][0]["text"];
+        });
+    }
+    for (auto& t : ts)
+        t.join();
+    httplib::Client c("127.0.0.1", s.port);
+    for (int i = 0; i < 3; ++i) {
+        EXPECT_EQ(status[i], 200) << kPrompts[i];
+        auto r = c.Post("/v1/completions", json{{"prompt", kPrompts[i]}, {"max_tokens", 32}}.dump(),
+                        "application/json");
+        ASSERT_TRUE(r);
+        ASSERT_EQ(r->status, 200) << r->body;
+        EXPECT_EQ(got[i], json::parse(r->body)["choices"][0]["text"]) << kPrompts[i];
+    }
+    // One sequence cannot hold a --cfg request: it fails with the reason, not an internal error.
+    Server one({"--parallel", "1", "--cfg", "1.0"});
+    ASSERT_GT(one.port, 0);
+    httplib::Client c1("127.0.0.1", one.port);
+    auto r = c1.Post("/v1/completions", json{{"prompt", kPrompts[0]}, {"max_tokens", 8}}.dump(),
+                     "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_NE(r->body.find("--cfg needs 2 sequences per request"), std::string::npos) << r->body;
+}

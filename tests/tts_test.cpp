@@ -266,3 +266,61 @@ TEST(Tts, ArCandidatesEqualEachRunAlone) {
             return r;
         }());
 }
+
+// `--policy dream --tts N`: Dream's sampler takes candidates in one batch (one forward per step
+// over every candidate's canvas), and each is the generation decoded alone with its seed.
+TEST(Tts, DreamCandidatesEqualEachRunAlone) {
+    Tiny t;
+    t.opt.steps = 16;
+    t.opt.temperature = 1.0;
+    t.opt.seed = 3;
+    for (const char* alg : {"entropy", "origin"}) {
+        t.opt.dream.alg = alg;
+        const auto prompt = t.prompt("sort 56 44 46 59 52 58:");
+        runtime::ThreadPool pool(1);
+        auto dev = runtime::make_cpu_device(pool);
+        const auto b =
+            decode::generate_candidates("dream", *t.lm.model, *dev, t.opt, t.lm.ids, prompt, 4);
+        ASSERT_EQ(b.candidates.size(), 4u);
+        int distinct = 0;
+        for (int k = 0; k < 4; ++k) {
+            auto o = t.opt;
+            o.seed = t.opt.seed + k;
+            const auto a = alone(t, "dream", o, prompt);
+            EXPECT_EQ(b.candidates[k].canvas, a.canvas) << alg << " candidate " << k;
+            EXPECT_EQ(b.candidates[k].stats.forwards, a.stats.forwards) << alg;
+            distinct += a.canvas != b.candidates[0].canvas;
+        }
+        EXPECT_GT(distinct, 0) << alg;
+        // One forward per step for all four (Dream's steps all compute while any is masked).
+        EXPECT_EQ(b.forwards, b.candidates[0].stats.forwards) << alg;
+    }
+}
+
+// The candidates of `ar` run the policy's own loop, with its checks: a token the tokenizer
+// cannot spell is refused by name in a batch as it is alone.
+TEST(Tts, ArCandidatesCheckTheirTokensAsTheRunAloneDoes) {
+    auto lm =
+        tools::load_model((fs::path(LLADA_SOURCE_DIR) / "models" / "tiny-ar-m.gguf").string());
+    decode::GenerateOptions opt;
+    opt.gen = 8;
+    const auto prompt = lm.tok->encode("2889+8183=", lm.tok->add_bos_default(), false);
+    runtime::ThreadPool pool(1);
+    auto dev = runtime::make_cpu_device(pool);
+    decode::TokenIds ids = lm.ids;
+    ids.n_spellable = 1;  // every id the model picks is beyond the tokenizer
+    auto message = [&](auto&& f) {
+        try {
+            f();
+        } catch (const Error& e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    const std::string one =
+        message([&] { decode::make_policy("ar", *lm.model, *dev, opt, ids)->generate(prompt); });
+    const std::string three =
+        message([&] { decode::generate_candidates("ar", *lm.model, *dev, opt, ids, prompt, 3); });
+    EXPECT_NE(one.find("which the tokenizer cannot spell"), std::string::npos) << one;
+    EXPECT_EQ(three, one);
+}

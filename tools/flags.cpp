@@ -266,8 +266,9 @@ void DecodeFlags::finish(const ArgTable& args, const model::Model& model) {
     if (args.given("--select") && tts == 0) throw Error("--select applies to --tts N");
     if (select != "vote" && select != "confidence")
         throw Error("--select must be vote or confidence, got '" + select + "'");
-    if (tts < 0 && policy == "ar") {
-        throw Error("--tts auto sizes diffusion windows; give --tts N with --policy ar");
+    if (tts < 0 && (policy == "ar" || policy == "dream")) {
+        throw Error("--tts auto sizes the step engine's windows; give --tts N with --policy " +
+                    policy);
     }
     opt.revise.rows =
         parse_auto_count("--revise-rows", revise_rows, 0, 1 << 20, "a row count >= 0");

@@ -45,7 +45,7 @@ ServerEngine::~ServerEngine() {
 bool ServerEngine::submit(const std::shared_ptr<ServerRequest>& r) {
     std::lock_guard<std::mutex> lock(mu_);
     // Room: the free sequences plus the queue's length.
-    const int room = limits_.queue + limits_.parallel - static_cast<int>(live_.size());
+    const int room = limits_.queue + limits_.parallel - sequences_in_use();
     if (static_cast<int>(queue_.size()) >= room) {
         ++counters_.rejected;
         return false;
@@ -85,6 +85,13 @@ int ServerEngine::queue_length() const {
 int ServerEngine::active() const {
     std::lock_guard<std::mutex> lock(mu_);
     return static_cast<int>(live_.size());
+}
+
+int ServerEngine::sequences_in_use() const {
+    int n = 0;
+    for (const Live& l : live_)
+        n += l.gen->n_seq();
+    return n;
 }
 
 // The committed prefix: positions from the first generated one up to the first that is still
@@ -138,10 +145,25 @@ std::string ServerEngine::step_event(Live& l) const {
 void ServerEngine::loop() {
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
-        // Admission at the step boundary: first come, first served, while a sequence is free.
-        while (!queue_.empty() && static_cast<int>(live_.size()) < limits_.parallel) {
+        // Admission at the step boundary: first come, first served, while the first request's
+        // sequences (two under --cfg) are free; a request that needs more than the session has
+        // fails, one that needs more than is free now waits.
+        while (!queue_.empty()) {
             auto r = queue_.front();
+            const int need = decode::sequences_per_generation(r->opt);
+            if (!r->cancelled && need <= limits_.parallel &&
+                sequences_in_use() + need > limits_.parallel)
+                break;
             queue_.pop_front();
+            if (!r->cancelled && need > limits_.parallel) {
+                r->error = "--cfg needs " + std::to_string(need) +
+                           " sequences per request; this server runs --parallel " +
+                           std::to_string(limits_.parallel);
+                r->done = true;
+                ++counters_.failed;
+                r->cv.notify_all();
+                continue;
+            }
             if (r->cancelled) {
                 r->error = "cancelled";
                 r->done = true;

@@ -95,6 +95,7 @@ class ServerEngine {
         std::vector<decode::TokenState> last_states;
     };
     std::string step_event(Live& l) const;
+    int sequences_in_use() const;  // of the live requests (two each under --cfg); mu_ held
     void loop();
     std::vector<int32_t> stable_ids(const Live& l) const;
 

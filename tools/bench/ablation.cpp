@@ -101,17 +101,7 @@ AblationRun run_ablation_row(const tools::LoadedModel& lm, const AblationRow& ro
         }
         r.drafts_accepted += res.drafts_accepted;
         r.drafts_rejected += res.drafts_rejected;
-        auto& a = r.revision;
-        const auto& b = res.revision;
-        a.checks += b.checks;
-        a.refreshes += b.refreshes;
-        a.revisions += b.revisions + b.remasks;
-        a.lane_only_steps += b.lane_only_steps;
-        a.proj_dense_ms += b.proj_dense_ms;
-        a.proj_cpu_ms += b.proj_cpu_ms;
-        a.proj_merge_ms += b.proj_merge_ms;
-        a.proj_contention_ms += b.proj_contention_ms;
-        a.proj_step_ms += b.proj_step_ms;
+        r.revision.add(res.revision);
     }
     r.wall_s = seconds_since(t0) / r.requests;
     r.rep = *dev->report();
@@ -202,6 +192,7 @@ nlohmann::json run_ablation(const tools::LoadedModel& lm, const runtime::DeviceC
                 {"checks", v.checks / n},
                 {"refreshes", v.refreshes / n},
                 {"revisions", v.revisions / n},
+                {"remasks", v.remasks / n},
                 {"cpu_only_steps", v.lane_only_steps / n},
                 {"projected_npu_lane_s", (v.proj_dense_ms / 1e3 - r.rep.one_time_us / 1e6) / n},
                 {"projected_cpu_lane_s", v.proj_cpu_ms / 1e3 / n},
@@ -239,12 +230,13 @@ nlohmann::json run_ablation(const tools::LoadedModel& lm, const runtime::DeviceC
             std::fprintf(
                 text,
                 "  PROJECTED lanes per request: NPU %.2f s, CPU %.2f s (%.0f check rows, %.0f K/V "
-                "refreshes, %.1f revised, %.1f CPU-only steps), shared-DRAM slowdown %.2f s, "
+                "refreshes, %.1f revised, %.1f remasked, %.1f CPU-only steps), shared-DRAM "
+                "slowdown %.2f s, "
                 "merge %.3f s; step = max(lanes) + slowdown + merge -> %.2f s (both lanes in "
                 "series: %.2f s)\n",
-                npu_s, cpu_s, v.checks / n, v.refreshes / n, v.revisions / n, v.lane_only_steps / n,
-                v.proj_contention_ms / 1e3 / n, v.proj_merge_ms / 1e3 / n, proj,
-                npu_s + cpu_s + v.proj_merge_ms / 1e3 / n);
+                npu_s, cpu_s, v.checks / n, v.refreshes / n, v.revisions / n, v.remasks / n,
+                v.lane_only_steps / n, v.proj_contention_ms / 1e3 / n, v.proj_merge_ms / 1e3 / n,
+                proj, npu_s + cpu_s + v.proj_merge_ms / 1e3 / n);
         }
         std::fprintf(text, "%s", r.rep.summary().c_str());
         std::fflush(text);
