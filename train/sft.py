@@ -45,10 +45,9 @@ PRESETS = {
     # The long suite (tasks.LONG_TASKS): 128 generated tokens in blocks of 32. Rows are ~3x
     # longer than the short suite's, so a step of 32 rows carries more answer tokens than one of
     # 64 short rows; the budget is set by the ~2-hour limit on the 2-core machine.
-    # The shipped tiny-llada-l: 3,000 LLaDA steps, then resumed at step 3,000 on the 8,000-step
-    # schedule (models/README.md has both commands).
+    # tiny-llada-l: the AR twin, then 9,000 LLaDA steps on one schedule (~1.9 hours alone).
     "l": dict(model=dict(d=128, n_layer=4, n_head=4, n_kv_head=4, ffn=352),
-              train=dict(ar_steps=2000, steps=8000, batch=32, lr=2e-3), suite="long"),
+              train=dict(ar_steps=2000, steps=9000, batch=32, lr=2e-3), suite="long"),
 }
 # The LLaDA model of a preset starts from the weights of its AR twin (the same preset trained by
 # train_ar.py for ar_steps steps), then trains `steps` steps with LLaDA's SFT objective: adapting
@@ -262,7 +261,8 @@ def ar_twin_checkpoint(preset, seed, threads):
             run = json.load(f)
         ok = (os.path.exists(path) and run.get("preset") == preset and run.get("seed") == seed
               and run.get("steps") == PRESETS[preset]["train"]["ar_steps"]
-              and run.get("batch") == PRESETS[preset]["train"]["batch"] and "wall_time_s" in run)
+              and run.get("batch") == PRESETS[preset]["train"]["batch"]
+              and run.get("tasks") == list(suite_of(preset)[0]) and "wall_time_s" in run)
     except (OSError, ValueError):
         ok = False
     if not ok:
@@ -284,7 +284,15 @@ def _recipe(arch, preset, seed):
     tr = PRESETS[preset]["train"]
     steps = tr["steps"] if arch == "llada" else tr["ar_steps"]
     return (f"{NAMES[(arch, preset)]}: train/{'train_llada' if arch == 'llada' else 'train_ar'}.py "
-            f"--preset {preset} (seed {seed}, {steps} steps of batch {tr['batch']}")
+            f"--preset {preset} (seed {seed}, {steps} steps of batch {tr['batch']}"
+            + _tasks_note(preset))
+
+
+def _tasks_note(preset):
+    """The long suite's tasks, in the description: a twin trained on other tasks is not reused."""
+    if PRESETS[preset].get("suite", "short") == "short":
+        return ""
+    return ", tasks " + " ".join(suite_of(preset)[0])
 
 
 def _shipped_recipe(path):
@@ -409,7 +417,8 @@ def train(arch, preset, steps=None, batch=None, lr=None, seed=0, name=None, out_
         json.dump(run, f, indent=1)
     if export_path:
         desc = (f"{name}: train/{'train_llada' if arch == 'llada' else 'train_ar'}.py "
-                f"--preset {preset} (seed {seed}, {steps} steps of batch {batch}")
+                f"--preset {preset} (seed {seed}, {steps} steps of batch {batch}"
+                + _tasks_note(preset))
         if arch == "llada" and objective == "block":
             desc += f", block-wise objective, {block_frac:g} of the rows"
         if init_from:

@@ -8,7 +8,7 @@ implements the same): decode the generated tokens up to the first EOS (special t
 strip leading and trailing whitespace, and compare with the JSONL `answer` field for exact
 equality. Numbers are written with a fixed number of digits (leading zeros), so every answer of
 a task has the same length and layout (see the add/sub section for why). A second, long suite
-(LONG_TASKS: ladd, lmul, trace, lsort; tiny-llada-l's) generates 128 tokens in blocks of 32 with
+(LONG_TASKS: ladd, lmul, lsub, lcum; tiny-llada-l's) generates 128 tokens in blocks of 32 with
 answers of 90-127 bytes; it is described where it is defined, below.
 
 Tasks (add and sub write their work so that later tokens depend on earlier ones; sort's later
@@ -102,11 +102,11 @@ def carry_chain(a, b, width=WIDTH):
     return best
 
 
-def borrow_chain(a, b):
-    """Longest run of consecutive columns that borrow in a - b."""
+def borrow_chain(a, b, width=WIDTH):
+    """Longest run of consecutive columns that borrow in a - b (width-digit operands)."""
     best = run = borrow = 0
-    sa, sb = _pad(a, WIDTH)[::-1], _pad(b, WIDTH)[::-1]
-    for i in range(WIDTH):
+    sa, sb = _pad(a, width)[::-1], _pad(b, width)[::-1]
+    for i in range(width):
         borrow = 1 if int(sa[i]) - int(sb[i]) - borrow < 0 else 0
         run = run + 1 if borrow else 0
         best = max(best, run)
@@ -207,21 +207,24 @@ def gen_cum(rng, hard=False):
 #   lmul   "5038114926*7="  ->  "6*7+0=42,2*7+4=18,9*7+1=64,...,5*7+0=35 => 35266804482"  (104 bytes)
 #          A 10-digit number times one digit (2-9): per column digit * m + carry in = two digits,
 #          the first of which is the next column's carry. After " => " the product, 11 digits.
-#   trace  "run 278: y+x x*z x-y z*x x-z z*y x*y y*z z+y z*y z*y x*z:"  ->
-#          "y+x=298,x*z=698,x-y=798,z*x=796,x-z=196,z*y=194,x*y=994,y*z=964,z+y=960,z*y=960,
-#          z*y=960,x*z=060"  (12 operations, 95 bytes)
-#          Three registers x y z (digits, start values after "run"), twelve operations
-#          "d?s" meaning d = (d ? s) mod 10 with ? one of + - *; each entry repeats the operation
-#          and writes the state x y z after it. Every state is the previous one with one digit
-#          recomputed: a short program trace.
-#   lsort  "sort 91 32 80 84 ... 39:"  ->  "11 12 14 ... 97"  (31 distinct two-digit numbers,
-#          ascending: 92 bytes)
-#          Distinct values, so the next number is the smallest prompt number above the last one
-#          written (a successor lookup, no counting of duplicates).
+#   lsub   "4831920375-0960388214="  ->  "5-4-0=01,7-1-0=06,3-2-0=01,0-8-0=12,2-8-1=13,9-3-1=05,
+#          1-0-0=01,3-6-0=17,8-9-1=18,4-0-1=03 => 3871532161"  (103 bytes)
+#          a - b with a >= b (10-digit operands): per column digit of a - digit of b - borrow in;
+#          the entry's first digit is the borrow out (1 when the column borrowed 10), which the
+#          next entry subtracts, the second the difference's digit. After " => " the
+#          difference, 10 digits.
+#   lcum   "lcum 83533740681241586834:"  ->  "0+8=8,8+3=1,1+5=6,...,5+4=9"  (119 bytes)
+#          The running sum mod 10 of 20 digits, one entry per digit: the previous entry's
+#          result plus the prompt's next digit, mod 10.
+#
+# Two earlier members of the suite were dropped after tiny-llada-l (d 128, 4 layers) and its
+# AR twin could not learn them within the budget: `trace` (three registers through twelve
+# operations; AR twin 73.6 %, dLLM 0 %) and `lsort` (31 two-digit numbers sorted; 64.4 % and
+# 0 %). models/README.md ("History of the suite") has their numbers.
 
 GEN_LENGTH_L = 128  # generated tokens per problem of the long suite
 BLOCK_LENGTH_L = 32  # its default block: four blocks per answer
-LONG_TASKS = ("ladd", "lmul", "trace", "lsort")
+LONG_TASKS = ("ladd", "lmul", "lsub", "lcum")
 LWIDTH = 10  # digits of ladd's operands and lmul's multiplicand
 
 
@@ -273,58 +276,51 @@ def gen_lmul(rng, hard=False):
     return f"{_pad(a, LWIDTH)}*{m}=", lmul_answer(a, m), {"a": a, "m": m}
 
 
-TRACE_OPS = 12
-TRACE_REGS = "xyz"
+def lsub_answer(a, b):
+    assert a >= b
+    sa, sb = _pad(a, LWIDTH)[::-1], _pad(b, LWIDTH)[::-1]
+    entries, borrow = [], 0
+    for i in range(LWIDTH):
+        da, db = int(sa[i]), int(sb[i])
+        d = da - db - borrow
+        out = 1 if d < 0 else 0
+        entries.append(f"{da}-{db}-{borrow}={out}{d + 10 * out}")
+        borrow = out
+    return ",".join(entries) + f" => {_pad(a - b, LWIDTH)}"
 
 
-def trace_apply(state, op):
-    """state: dict register -> digit; op: "d?s". Returns the new state."""
-    d, o, s = op[0], op[1], op[2]
-    a, b = state[d], state[s]
-    v = (a + b) % 10 if o == "+" else (a - b) % 10 if o == "-" else (a * b) % 10
-    out = dict(state)
-    out[d] = v
-    return out
+def gen_lsub(rng, hard=False):
+    if hard:  # full-width operands with a borrow chain of at least 6 columns
+        while True:
+            a, b = sorted((_rand_digits(rng, LWIDTH), _rand_digits(rng, LWIDTH)), reverse=True)
+            if borrow_chain(a, b, LWIDTH) >= 6:
+                break
+    else:
+        a, b = sorted((_rand_digits(rng, rng.randint(1, LWIDTH)),
+                       _rand_digits(rng, rng.randint(1, LWIDTH))), reverse=True)
+    return f"{_pad(a, LWIDTH)}-{_pad(b, LWIDTH)}=", lsub_answer(a, b), {"a": a, "b": b}
 
 
-def trace_answer(start, ops):
-    state = {r: int(c) for r, c in zip(TRACE_REGS, start)}
-    entries = []
-    for op in ops:
-        state = trace_apply(state, op)
-        entries.append(op + "=" + "".join(str(state[r]) for r in TRACE_REGS))
+LCUM_N = 20
+
+
+def lcum_answer(digits):
+    entries, s = [], 0
+    for c in digits:
+        r = (s + int(c)) % 10
+        entries.append(f"{s}+{c}={r}")
+        s = r
     return ",".join(entries)
 
 
-def gen_trace(rng, hard=False):
-    # hard: no multiplications by the easy digits 0 and 1 at the start, and every operation
-    # reads the register the previous one wrote (one long dependency chain)
-    start = "".join(str(rng.randint(2 if hard else 0, 9)) for _ in TRACE_REGS)
-    ops, last = [], None
-    for _ in range(TRACE_OPS):
-        while True:
-            d, s = rng.sample(TRACE_REGS, 2)
-            if not hard or last is None or s == last:
-                break
-        ops.append(d + rng.choice("+-*") + s)
-        last = d
-    prompt = f"run {start}: " + " ".join(ops) + ":"
-    return prompt, trace_answer(start, ops), {"start": start, "ops": ops}
-
-
-LSORT_N = 31
-
-
-def gen_lsort(rng, hard=False):
-    # hard: the 31 values drawn from a window of 40, so neighbours are mostly consecutive
-    lo = rng.randint(10, 59) if hard else 10
-    hi = lo + 39 if hard else 99
-    nums = rng.sample(range(lo, hi + 1), LSORT_N)
-    return "sort " + " ".join(str(v) for v in nums) + ":", sort_answer(nums), {"nums": nums}
+def gen_lcum(rng, hard=False):
+    # hard: digits 5-9 only, so nearly every entry wraps around 10
+    digits = "".join(str(rng.randint(5 if hard else 0, 9)) for _ in range(LCUM_N))
+    return f"lcum {digits}:", lcum_answer(digits), {"digits": digits}
 
 
 GENERATORS = {"add": gen_add, "sub": gen_sub, "sort": gen_sort, "cum": gen_cum,
-              "ladd": gen_ladd, "lmul": gen_lmul, "trace": gen_trace, "lsort": gen_lsort}
+              "ladd": gen_ladd, "lmul": gen_lmul, "lsub": gen_lsub, "lcum": gen_lcum}
 # suite name -> (tasks, generated tokens per problem, default block length)
 SUITES = {"short": (TASKS, GEN_LENGTH, GEN_LENGTH), "long": (LONG_TASKS, GEN_LENGTH_L, BLOCK_LENGTH_L)}
 

@@ -219,37 +219,40 @@ def _check_columns(prompt, answer, op):
     assert carry == want // 10 ** LW, (prompt, answer)
 
 
-def _check_trace(prompt, answer):
-    m = re.fullmatch(r"run (\d{3}): ((?:[xyz][-+*][xyz] ){11}[xyz][-+*][xyz]):", prompt)
-    assert m, prompt
-    regs = dict(zip("xyz", map(int, m.group(1))))
-    ops = m.group(2).split(" ")
+def _check_lsub(prompt, answer):
+    sa, sb = re.fullmatch(r"(\d{10})-(\d{10})=", prompt).groups()
+    a, b = int(sa), int(sb)
+    assert a >= b and 90 <= len(answer) <= 127, (prompt, answer)
+    work, result = answer.split(" => ")
+    assert re.fullmatch(r"\d{10}", result) and int(result) == a - b, (prompt, answer)
+    entries = work.split(",")
+    assert len(entries) == LW, (prompt, answer)
+    borrow = 0
+    for i, e in enumerate(entries):
+        x, y, c, out, d = map(int, re.fullmatch(r"(\d)-(\d)-(\d)=(\d)(\d)", e).groups())
+        assert x == a // 10 ** i % 10 and y == b // 10 ** i % 10 and c == borrow, (prompt, i)
+        assert 0 <= x - y - c + 10 * out <= 9 and d == x - y - c + 10 * out, (prompt, i)
+        assert out == (1 if x - y - c < 0 else 0), (prompt, i)
+        borrow = out
+    assert borrow == 0, (prompt, answer)
+
+
+def _check_lcum(prompt, answer):
+    digits = re.fullmatch(r"lcum (\d{20}):", prompt).group(1)
+    assert 90 <= len(answer) <= 127, (prompt, answer)
+    s = 0
     entries = answer.split(",")
-    assert 90 <= len(answer) <= 127 and len(entries) == len(ops) == 12, (prompt, answer)
-    for op, e in zip(ops, entries):
-        d, o, src = op
-        assert d != src
-        if o == "+":
-            regs[d] = (regs[d] + regs[src]) % 10
-        elif o == "-":
-            regs[d] = (regs[d] - regs[src] + 10) % 10
-        else:
-            regs[d] = regs[d] * regs[src] % 10
-        assert e == f"{op}={regs['x']}{regs['y']}{regs['z']}", (prompt, answer, op)
-
-
-def _check_lsort(prompt, answer):
-    assert prompt.startswith("sort ") and prompt.endswith(":")
-    nums = [int(v) for v in prompt[5:-1].split()]
-    assert len(nums) == 31 and len(set(nums)) == 31 and all(10 <= v <= 99 for v in nums)
-    assert 90 <= len(answer) <= 127
-    assert answer.split(" ") == [str(v) for v in sorted(nums)], (prompt, answer)
+    assert len(entries) == 20, (prompt, answer)
+    for c, e in zip(digits, entries):
+        p, d, r = map(int, re.fullmatch(r"(\d)\+(\d)=(\d)", e).groups())
+        assert p == s and d == int(c) and r == (s + d) % 10, (prompt, answer)
+        s = r
 
 
 CHECKS = {"add": _check_add, "sub": _check_sub, "sort": _check_sort, "cum": _check_cum,
           "ladd": lambda p, a: _check_columns(p, a, "+"),
           "lmul": lambda p, a: _check_columns(p, a, "*"),
-          "trace": _check_trace, "lsort": _check_lsort}
+          "lsub": _check_lsub, "lcum": _check_lcum}
 
 
 class TestTasks(unittest.TestCase):
@@ -285,8 +288,10 @@ class TestTasks(unittest.TestCase):
                          "3+6+0=09,8+9+0=17,4+0+1=05 => 05792308589")
         self.assertEqual(tasks.lmul_answer(9999999999, 9),
                          ",".join(["9*9+0=81"] + ["9*9+8=89"] * 9) + " => 89999999991")
-        self.assertEqual(tasks.trace_answer("305", ["x+y", "z*x", "y-z"]), "x+y=305,z*x=305,y-z=355")
-        self.assertEqual(tasks.trace_answer("305", ["y-x"]), "y-x=375")
+        self.assertEqual(tasks.lsub_answer(4831920375, 960388214),
+                         "5-4-0=01,7-1-0=06,3-2-0=01,0-8-0=12,2-8-1=13,9-3-1=05,1-0-0=01,"
+                         "3-6-0=17,8-9-1=18,4-0-1=03 => 3871532161")
+        self.assertEqual(tasks.lcum_answer("83533740681241586834")[:23], "0+8=8,8+3=1,1+5=6,6+3=9")
 
     def test_long_lengths_fit(self):
         # Answers of 90-127 bytes in the 128-token canvas, prompt + canvas within the context
