@@ -302,43 +302,47 @@ class DreamCandidate {
     FilterScratch scratch_;
 };
 
+// Rejects what Dream's sampler cannot run, naming it.
+void check_dream_options(const model::Model& model, const GenerateOptions& opt,
+                         const TokenIds& ids) {
+    const DreamOptions& d = opt.dream;
+    if (model.hparams().causal) {
+        throw Error("policy 'dream' needs a bidirectional model; '" + model.hparams().arch +
+                    "' is autoregressive (use --policy ar)");
+    }
+    if (ids.mask < 0 || ids.mask >= model.hparams().n_vocab) {
+        throw Error("policy 'dream' needs the model's mask token (tokenizer.ggml.mask_token_id)");
+    }
+    if (opt.gen <= 0) throw Error("--gen must be positive, got " + std::to_string(opt.gen));
+    if (opt.steps <= 0) throw Error("--steps must be positive, got " + std::to_string(opt.steps));
+    if (!(opt.temperature >= 0.0) || !std::isfinite(opt.temperature))
+        throw Error("--temperature must be >= 0");
+    if (d.alg != "origin" && d.alg != "maskgit_plus" && d.alg != "topk_margin" &&
+        d.alg != "entropy") {
+        throw Error("--dream-alg must be origin, maskgit_plus, topk_margin or entropy, got '" +
+                    d.alg + "'");
+    }
+    if (!(d.eps > 0.0 && d.eps < 1.0)) throw Error("--eps must be in (0, 1)");
+    if (!(d.top_p > 0.0 && d.top_p <= 1.0)) throw Error("--top-p must be in (0, 1]");
+    if (d.top_k < 0) throw Error("--top-k must be >= 0 (0: off)");
+    if (!(d.alg_temp >= 0.0) || !std::isfinite(d.alg_temp))
+        throw Error("--alg-temp must be >= 0 (0: the most confident positions)");
+    if (d.alg == "origin" && d.alg_temp > 0.0)
+        throw Error("--alg-temp applies to the confidence algorithms, not origin");
+    if (opt.cfg != 0.0 || opt.threshold != 0.0 || opt.factor != 0.0 || opt.revise.on)
+        throw Error(
+            "policy 'dream' is Dream's own sampler: --cfg, --threshold, --factor "
+            "and --revise belong to the LLaDA policies");
+    if (opt.remasking != Remasking::LowConfidence)
+        throw Error("--remasking applies to the LLaDA policies; Dream's is --dream-alg");
+}
+
 class DreamPolicy : public Policy {
   public:
     DreamPolicy(const model::Model& model, runtime::Device& device, const GenerateOptions& opt,
                 const TokenIds& ids)
         : model_(model), device_(device), opt_(opt), ids_(ids) {
-        const DreamOptions& d = opt.dream;
-        if (model.hparams().causal) {
-            throw Error("policy 'dream' needs a bidirectional model; '" + model.hparams().arch +
-                        "' is autoregressive (use --policy ar)");
-        }
-        if (ids.mask < 0 || ids.mask >= model.hparams().n_vocab) {
-            throw Error(
-                "policy 'dream' needs the model's mask token (tokenizer.ggml.mask_token_id)");
-        }
-        if (opt.gen <= 0) throw Error("--gen must be positive, got " + std::to_string(opt.gen));
-        if (opt.steps <= 0)
-            throw Error("--steps must be positive, got " + std::to_string(opt.steps));
-        if (!(opt.temperature >= 0.0) || !std::isfinite(opt.temperature))
-            throw Error("--temperature must be >= 0");
-        if (d.alg != "origin" && d.alg != "maskgit_plus" && d.alg != "topk_margin" &&
-            d.alg != "entropy") {
-            throw Error("--dream-alg must be origin, maskgit_plus, topk_margin or entropy, got '" +
-                        d.alg + "'");
-        }
-        if (!(d.eps > 0.0 && d.eps < 1.0)) throw Error("--eps must be in (0, 1)");
-        if (!(d.top_p > 0.0 && d.top_p <= 1.0)) throw Error("--top-p must be in (0, 1]");
-        if (d.top_k < 0) throw Error("--top-k must be >= 0 (0: off)");
-        if (!(d.alg_temp >= 0.0) || !std::isfinite(d.alg_temp))
-            throw Error("--alg-temp must be >= 0 (0: the most confident positions)");
-        if (d.alg == "origin" && d.alg_temp > 0.0)
-            throw Error("--alg-temp applies to the confidence algorithms, not origin");
-        if (opt.cfg != 0.0 || opt.threshold != 0.0 || opt.factor != 0.0 || opt.revise.on)
-            throw Error(
-                "policy 'dream' is Dream's own sampler: --cfg, --threshold, --factor "
-                "and --revise belong to the LLaDA policies");
-        if (opt.remasking != Remasking::LowConfidence)
-            throw Error("--remasking applies to the LLaDA policies; Dream's is --dream-alg");
+        check_dream_options(model, opt, ids);
     }
 
     const char* name() const override { return "dream"; }
@@ -361,7 +365,7 @@ std::vector<GenerateResult> dream_batch(const model::Model& model, runtime::Devi
                                         std::span<const int32_t> prompt, int n,
                                         const StepCallback& on_step, model::ForwardStats* batch) {
     const auto t0 = std::chrono::steady_clock::now();
-    DreamPolicy check(model, device, opt, ids);  // the option checks
+    check_dream_options(model, opt, ids);
     if (n < 1) throw Error("dream generation of " + std::to_string(n) + " candidates");
     if (opt.noise != nullptr && n > 1) throw Error("--tts draws each candidate's own noise");
     const int P = static_cast<int>(prompt.size());

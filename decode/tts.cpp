@@ -16,30 +16,20 @@ namespace llada::decode {
 
 namespace {
 
-// `ar` candidates: the autoregressive loop's batch (decode/autoregressive.h), candidate k with
-// seed opt.seed + k, as the `ar` policy alone samples it.
-CandidatesResult ar_candidates(const model::Model& model, runtime::Device& device,
-                               const GenerateOptions& opt, const TokenIds& ids,
-                               std::span<const int32_t> prompt, int n) {
+// `ar` and `dream` candidates: the policy's own loop over n generations in one batch
+// (decode/autoregressive.h, decode/dream.h), candidate k with seed opt.seed + k, as the policy
+// alone samples it.
+using BatchLoop = std::vector<GenerateResult> (*)(const model::Model&, runtime::Device&,
+                                                  const GenerateOptions&, const TokenIds&,
+                                                  std::span<const int32_t>, int,
+                                                  const StepCallback&, model::ForwardStats*);
+CandidatesResult loop_candidates(BatchLoop loop, const model::Model& model, runtime::Device& device,
+                                 const GenerateOptions& opt, const TokenIds& ids,
+                                 std::span<const int32_t> prompt, int n) {
     const auto t0 = std::chrono::steady_clock::now();
     CandidatesResult out;
     model::ForwardStats batch;
-    out.candidates = autoregressive_generate(model, device, opt, ids, prompt, n, nullptr, &batch);
-    out.forwards = batch.forwards;
-    out.rows = batch.rows;
-    out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return out;
-}
-
-// `dream` candidates: Dream's sampler's batch (decode/dream.h), candidate k with seed
-// opt.seed + k.
-CandidatesResult dream_candidates(const model::Model& model, runtime::Device& device,
-                                  const GenerateOptions& opt, const TokenIds& ids,
-                                  std::span<const int32_t> prompt, int n) {
-    const auto t0 = std::chrono::steady_clock::now();
-    CandidatesResult out;
-    model::ForwardStats batch;
-    out.candidates = dream_batch(model, device, opt, ids, prompt, n, nullptr, &batch);
+    out.candidates = loop(model, device, opt, ids, prompt, n, nullptr, &batch);
     out.forwards = batch.forwards;
     out.rows = batch.rows;
     out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -52,8 +42,9 @@ CandidatesResult generate_candidates(const std::string& policy, const model::Mod
                                      runtime::Device& device, const GenerateOptions& opt,
                                      const TokenIds& ids, std::span<const int32_t> prompt, int n) {
     if (n < 1 || n > 4096) throw Error("--tts must be in [1, 4096], got " + std::to_string(n));
-    if (policy == "ar") return ar_candidates(model, device, opt, ids, prompt, n);
-    if (policy == "dream") return dream_candidates(model, device, opt, ids, prompt, n);
+    if (policy == "ar")
+        return loop_candidates(autoregressive_generate, model, device, opt, ids, prompt, n);
+    if (policy == "dream") return loop_candidates(dream_batch, model, device, opt, ids, prompt, n);
     const auto t0 = std::chrono::steady_clock::now();
     const DiffusionConfig cfg = configure_diffusion(policy, opt);
     check_canvas_fits(model, static_cast<int>(prompt.size()), opt.gen);
