@@ -697,7 +697,8 @@ TEST(Server, CfgRequestsWaitForTheirTwoSequences) {
                         "application/json");
         ASSERT_TRUE(r);
         ASSERT_EQ(r->status, 200) << r->body;
-        EXPECT_EQ(got[i], json::parse(r->body)["choices"][0]["text"]) << kPrompts[i];
+        EXPECT_EQ(got[i], json::parse(r->body)["choices"][0]["text"].get<std::string>())
+            << kPrompts[i];
     }
     // One sequence cannot hold a --cfg request: it fails with the reason, not an internal error.
     Server one({"--parallel", "1", "--cfg", "1.0"});
