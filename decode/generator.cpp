@@ -220,6 +220,8 @@ Generator::Generator(const model::Model& model, const GenerateOptions& opt, cons
                 paired_cost_.ms.push_back(cost_->ms[i]);
                 paired_cost_.arena_bytes.push_back(
                     i < cost_->arena_bytes.size() ? cost_->arena_bytes[i] : 0);
+                if (i < cost_->buckets.size())
+                    paired_cost_.buckets.push_back(cost_->buckets[i] / 2);
             }
             paired_cost_.source = cost_->source;
         }

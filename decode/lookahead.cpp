@@ -35,6 +35,14 @@ size_t ForwardCost::arena_at(int64_t r) const {
     return arena_bytes.empty() ? 0 : arena_bytes.back();
 }
 
+int64_t ForwardCost::padding(int64_t r) const {
+    if (buckets.empty() || r < 1) return 0;
+    for (size_t i = 0; i < rows.size() && i < buckets.size(); ++i) {
+        if (r <= rows[i]) return std::max<int64_t>(0, buckets[i] - r);
+    }
+    return 0;
+}
+
 ForwardCost device_forward_cost(model::Session& session, int64_t max_rows, int64_t kv_len) {
     ForwardCost c;
     std::vector<int64_t> rows(static_cast<size_t>(max_rows));
@@ -48,6 +56,7 @@ ForwardCost device_forward_cost(model::Session& session, int64_t max_rows, int64
         c.rows.push_back(e.rows);
         c.ms.push_back(e.projected_ms);
         c.arena_bytes.push_back(e.arena_bytes);
+        c.buckets.push_back(e.bucket);
     }
     return c;
 }
@@ -182,6 +191,10 @@ int choose_lookahead(const ForwardCost& cost, const LookaheadInputs& in) {
             --limit;
     }
     if (limit == 0 || cost.empty()) return 0;
+    if (in.steps_left > 1.0 || !in.accept_measured) {
+        limit = static_cast<int>(std::min<int64_t>(limit, cost.padding(std::max(1, in.base_rows))));
+        if (limit == 0) return 0;
+    }
     const double c = std::max(1e-9, in.commits_per_step);
     const double s = std::max(1.0, in.steps_left);
     int best = 0;

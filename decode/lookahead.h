@@ -19,10 +19,16 @@ struct ForwardCost {
     std::vector<int64_t> rows;  // ascending
     std::vector<double> ms;
     std::vector<size_t> arena_bytes;  // activation memory at each point (0 if unknown)
+    // The static shape each point executes in (a device table's buckets); empty when the cost
+    // has none (a host calibration: every row is paid for).
+    std::vector<int64_t> buckets;
 
     bool empty() const { return rows.empty(); }
     double at(int64_t r) const;
     size_t arena_at(int64_t r) const;
+    // The rows a forward of r rows pays for but does not use: its bucket's padding (0 without
+    // buckets, or past the table).
+    int64_t padding(int64_t r) const;
 };
 
 // From the session's device when it has a cost model (npu-sim, a projected cpu): every row count
@@ -50,18 +56,26 @@ void write_forward_cost(const std::string& path, const std::string& key, const F
 //     E(n) = c + a * n / s
 // tokens with n lookahead rows: c current-block commits per step (this generation's mean so far),
 // a the fraction of drafts accepted below the commit rule's bar so far (the ones that saved
-// work), s the steps the current block is expected to take
-// still (masked rows / c, at least 1): a draft pays off only if it is the one in place when its
-// block becomes current. The chosen n minimises cost(base_rows + n) / E(n) (ties: the smaller n),
-// so the rows a shape bucket already pays for are filled and the next bucket is entered only
-// while the projected time per committed token falls. `max_rows` and the memory budget cap
-// base_rows + n.
+// work), s the steps the current block is expected to take still (its masked rows over the
+// commits of the block's last step, or over c at the block's first step; at least 1): a draft
+// pays off only if it is the one in place when its block becomes current. The rows a step may
+// take:
+//   * the padding of the bucket its base rows already execute in, on every step;
+//   * beyond it (another bucket, or any row of a cost without buckets), only on the block's
+//     expected last step (s <= 1) and once a has been measured (a draft has been evaluated):
+//     on an earlier step the same positions are drafted again by a later step of the block,
+//     in its own padding, and the draft in place when the block becomes current is that later
+//     one, so a row bought now buys nothing; and a prior is not a measurement.
+// Among those the chosen n minimises cost(base_rows + n) / E(n) (ties: the smaller n), so a
+// row is taken only while the projected time per committed token falls. `max_rows` and the
+// memory budget cap base_rows + n.
 struct LookaheadInputs {
     int base_rows = 0;
     int available = 0;
     double commits_per_step = 1.0;  // c
     double accept_rate = 0.5;       // a
     double steps_left = 1.0;        // s
+    bool accept_measured = false;   // a rests on evaluated drafts, not on the prior alone
     int64_t max_rows = 0;
     size_t mem_budget = 0;  // bytes of activation memory (0: none)
 };

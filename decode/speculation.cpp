@@ -21,7 +21,13 @@ int Generator::choose_lookahead(int base_rows, int available) const {
     // Only drafts accepted earlier than the commit rule would have taken them save work.
     in.accept_rate =
         (static_cast<double>(drafts_early_) + 1.0) / (static_cast<double>(drafts_evaluated_) + 2.0);
-    in.steps_left = static_cast<double>(block_masked()) / std::max(1e-9, in.commits_per_step);
+    in.accept_measured = drafts_evaluated_ > 0;
+    // The block's own pace: its last step's commits (a threshold rule's commits per step move
+    // within a block), the generation's mean at the block's first step.
+    const double pace = step_in_block_ > 0 && !res_.steps.empty()
+                            ? std::max(1, res_.steps.back().committed)
+                            : in.commits_per_step;
+    in.steps_left = static_cast<double>(block_masked()) / std::max(1e-9, pace);
     in.mem_budget = static_cast<size_t>(opt_.lookahead_mem_mb * 1024.0 * 1024.0);
     in.max_rows = int64_t{n_seq()} * L_;
     if (n_seq() == 1) return decode::choose_lookahead(*cost_, in);

@@ -467,40 +467,62 @@ decode::ForwardCost linear_cost(double fixed_ms, double per_row_ms) {
 }  // namespace
 
 // The lookahead rule on hand-made cost tables.
-TEST(Lookahead, FillsTheBucketAndExtendsOnlyWhileTheCostPerTokenFalls) {
+TEST(Lookahead, FillsThePaddingAndEntersAnotherBucketOnlyOnTheBlocksLastStep) {
     // An NPU-like staircase: flat inside 32-row tiles, +100 ms per tile.
     decode::ForwardCost stair;
     for (int r = 1; r <= 128; ++r) {
         stair.rows.push_back(r);
         stair.ms.push_back(100.0 * ((r + 31) / 32));
+        stair.buckets.push_back(32 * ((r + 31) / 32));
     }
+    EXPECT_EQ(stair.padding(10), 22);
+    EXPECT_EQ(stair.padding(32), 0);
+    EXPECT_EQ(stair.padding(33), 31);
     decode::LookaheadInputs in;
     in.base_rows = 10;
     in.available = 64;
     in.commits_per_step = 2.0;
-    in.accept_rate = 0.05;
-    in.steps_left = 2.0;
-    // Inside the first bucket rows are free: fill it exactly. With few accepted drafts the next
-    // bucket does not pay: 54 rows there add 0.05 * 54 / 2 = 1.35 expected tokens to 2, and
-    // 200 / 3.35 > 100 / 2.55.
-    EXPECT_EQ(decode::choose_lookahead(stair, in), 22);
-    // With most drafts accepted it does: 2 + 0.8 * 54 / 2 = 23.6 tokens for 200 ms beats
-    // 2 + 0.8 * 22 / 2 = 10.8 for 100 ms, so the window fills the second bucket too.
     in.accept_rate = 0.8;
+    in.accept_measured = true;
+    in.steps_left = 2.0;
+    // Not the block's last step: its padding only, however often drafts are accepted (a later
+    // step of the block drafts those positions again, and its drafts are the ones in place).
+    EXPECT_EQ(decode::choose_lookahead(stair, in), 22);
+    // The last step, with most drafts accepted: 2 + 0.8 * 54 = 45.2 tokens for 200 ms beats
+    // 2 + 0.8 * 22 = 19.6 for 100 ms, so the window fills the second bucket too.
+    in.steps_left = 1.0;
     EXPECT_EQ(decode::choose_lookahead(stair, in), 54);
+    // With few accepted drafts the next bucket does not pay: 200 / (2 + 0.05 * 54) is more
+    // than 100 / (2 + 0.05 * 22).
+    in.accept_rate = 0.05;
+    EXPECT_EQ(decode::choose_lookahead(stair, in), 22);
+    // The prior alone (no draft evaluated yet) never buys another bucket.
+    in.accept_rate = 0.8;
+    in.accept_measured = false;
+    EXPECT_EQ(decode::choose_lookahead(stair, in), 22);
+    in.accept_measured = true;
     // Fewer positions than the bucket offers.
     in.available = 5;
     EXPECT_EQ(decode::choose_lookahead(stair, in), 5);
-    // A CPU-like cost, linear in rows: a lookahead row costs what a block row costs, and yields
-    // 0.3 / 4 expected tokens per step where a block row yields 2 / 10: no lookahead.
+    // A CPU-like cost, linear in rows, has no padding: before the last step nothing; on it a
+    // lookahead row costs what a block row costs and yields 0.1 expected tokens where a block
+    // row yields 2 / 10: still nothing.
     const decode::ForwardCost lin = linear_cost(1.0, 10.0);
+    EXPECT_EQ(lin.padding(10), 0);
     in.available = 64;
-    in.accept_rate = 0.3;
+    in.accept_rate = 0.1;
     in.steps_left = 4.0;
     EXPECT_EQ(decode::choose_lookahead(lin, in), 0);
-    // A linear cost dominated by a fixed part (weights streamed once per forward): it pays.
+    in.steps_left = 1.0;
+    EXPECT_EQ(decode::choose_lookahead(lin, in), 0);
+    // A linear cost dominated by a fixed part (weights streamed once per forward) pays on the
+    // last step, and only there.
+    in.accept_rate = 0.3;
     decode::ForwardCost fixed = linear_cost(1000.0, 0.1);
     EXPECT_EQ(decode::choose_lookahead(fixed, in), 64);
+    in.steps_left = 4.0;
+    EXPECT_EQ(decode::choose_lookahead(fixed, in), 0);
+    in.steps_left = 1.0;
     // Caps: the session's rows and the memory budget.
     in.max_rows = 40;
     EXPECT_EQ(decode::choose_lookahead(fixed, in), 30);
