@@ -26,5 +26,6 @@ m=$(model 8b "$W" "llada-8b-$(echo "$W" | tr A-Z a-z)")
     --timing-only --prompt-len 80 --gen 128 --block 32 -t "$THREADS" --replay-sample "${SAMPLE:-50}" \
     --replay "$Q/$sched.jsonl" --replay-need "$Q/$need.jsonl" \
     --replay-threshold "$Q/$thr.jsonl" --replay-revise "$Q/$rev.jsonl" \
+    --revise-context "${REVISE_CONTEXT:-fresh}" --revise-tail "${REVISE_TAIL:-dense}" \
     --json > "$OUT/ablation.json" 2> "$OUT/ablation.txt"
 cat "$OUT/ablation.txt"

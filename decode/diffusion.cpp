@@ -33,8 +33,10 @@ class DiffusionPolicy : public Policy {
         check_canvas_fits(model_, P, opt_.gen);
         const int L = P + opt_.gen;
         const SessionShape shape = session_shape(cfg_, opt_, L);
-        model::Session session(model_, device_, shape.n_seq, L, shape.rows, shape.rows,
-                               opt_.kernels);
+        // The cache may hold scratch slots past the context (--revise-tail dense); the
+        // canvas itself was checked against it above.
+        runtime::KvCache kv = session_cache(model_, shape, opt_);
+        model::Session session(model_, device_, kv, shape.rows, shape.rows, opt_.kernels);
         const ForwardCost* cost = nullptr;
         if (cfg_.speculate && opt_.lookahead < 0)
             cost = &forward_cost(session, int64_t{shape.n_seq} * L, L);

@@ -136,7 +136,21 @@ SessionShape session_shape(const DiffusionConfig& cfg, const GenerateOptions& op
     SessionShape s;
     s.n_seq = n * sequences_per_generation(opt);
     s.rows = int64_t{s.n_seq} * canvas_len * rows_per_position(cfg, opt);
+    s.n_pos = canvas_len;
+    if (opt.revise.on && opt.revise.tail_dense) {
+        // The checks past the last block run as dense forwards: scratch slots for their own K/V
+        // and room for a refresh and a check of every position.
+        s.n_pos = 2 * int64_t{canvas_len};
+        s.rows = std::max(s.rows, 2 * int64_t{s.n_seq} * canvas_len);
+    }
     return s;
+}
+
+runtime::KvCache session_cache(const model::Model& model, const SessionShape& shape,
+                               const GenerateOptions& opt) {
+    const model::Hparams& hp = model.hparams();
+    return runtime::KvCache(hp.n_layer, shape.n_seq, static_cast<int>(shape.n_pos), hp.n_kv_head,
+                            hp.head_dim, opt.kernels.kv_f16);
 }
 
 Generator::Generator(const model::Model& model, const GenerateOptions& opt, const TokenIds& ids,
@@ -613,7 +627,9 @@ void Generator::apply(std::span<const RowPrediction> preds,
     info.rows_device = info.rows;
     info.lm_head_rows = static_cast<int64_t>(preds.size());
     res_.rows_device += info.rows;
-    if (req_.dense) res_.stats.forwards += 1;
+    // --revise-tail dense: a step past the last block is a forward of the dense device too.
+    const bool tail_forward = !req_.dense && opt_.revise.tail_dense && !req_.cpu_rows.empty();
+    if (req_.dense || tail_forward) res_.stats.forwards += 1;
     res_.stats.rows += info.rows;
     res_.stats.lm_head_rows += info.lm_head_rows;
     res_.drafts_proposed += info.drafts_proposed;

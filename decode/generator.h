@@ -45,11 +45,16 @@ int sequences_per_generation(const GenerateOptions& opt);
 // The session `n` generations of one configuration need on a canvas of canvas_len positions:
 // the one shape the CLI's policies, test-time scaling and the server size their sessions by.
 struct SessionShape {
-    int n_seq = 1;     // KV-cache sequences
-    int64_t rows = 0;  // window rows (and output rows) a forward may carry
+    int n_seq = 1;      // KV-cache sequences
+    int64_t rows = 0;   // window rows (and output rows) a forward may carry
+    int64_t n_pos = 0;  // cache slots per sequence: the canvas (and --revise-tail dense's scratch)
 };
 SessionShape session_shape(const DiffusionConfig& cfg, const GenerateOptions& opt, int canvas_len,
                            int n = 1);
+// The KV cache of that shape (its scratch slots may lie past the model's context; the canvas
+// itself must fit, check_canvas_fits).
+runtime::KvCache session_cache(const model::Model& model, const SessionShape& shape,
+                               const GenerateOptions& opt);
 
 // One window row a generation asks for. `seq` is the generation's own sequence index (0, or 1
 // for the unconditional branch of classifier-free guidance); the scheduler maps it onto a KV

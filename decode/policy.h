@@ -66,6 +66,10 @@ struct ReviseOptions {
     bool fresh_context = true;
     int threads = 1;      // the CPU path's own thread pool
     bool serial = false;  // run the CPU path after the dense forward on the calling thread
+    // After the last block, when only checks are left: false = they run on the CPU path (the
+    // dense device idles); true = they run on the dense device as a forward of their own (its
+    // cache then holds scratch slots for the check rows, twice the canvas).
+    bool tail_dense = false;
 };
 
 // Special token ids a policy needs.

@@ -36,9 +36,24 @@ void Generator::plan_revision() {
         req_.cpu_rows.push_back({x[p], p, 0, p, -1, false});
     }
     // Under a row budget the refreshes go first, then the leftmost visible tokens (the ones the
-    // stable prefix waits for), at least one; unchecked tokens keep their count.
+    // stable prefix waits for); unchecked tokens keep their count. A fixed budget checks at
+    // least one token. The auto budget is what hides behind the dense step: when no check fits
+    // there, the lane runs no check, and of its refreshes only those of revised tokens (whose
+    // K/V are its own to recompute), not the ones a check would have read.
     const int budget = lane_budget();
-    int room = budget < 0 ? L_ : std::max(1, budget - static_cast<int>(lane_refresh_.size()));
+    int room = budget < 0 ? L_ : budget - static_cast<int>(lane_refresh_.size());
+    if (opt_.revise.rows > 0) room = std::max(1, room);
+    if (room <= 0 && opt_.revise.rows < 0 && req_.dense) {
+        room = 0;
+        req_.cpu_rows.clear();
+        size_t kept = 0;
+        for (int p : lane_refresh_) {
+            if (!needs_lane_refresh_[p]) continue;
+            lane_refresh_[kept++] = p;
+            req_.cpu_rows.push_back({x[p], p, 0, p, -1, false});
+        }
+        lane_refresh_.resize(kept);
+    }
     // A check row: the mask at p, blind to p's key, seeing its own mask key instead (its K/V go
     // to a scratch slot past the canvas, which no other row attends to).
     for (int p = P_; p < L_ && room > 0; ++p) {

@@ -109,8 +109,16 @@ void Scheduler::add(Generator& g) {
                                           ro.serial);
         const size_t rows = 2 * static_cast<size_t>(s_.n_seq()) * s_.n_pos();
         lane_rows_.reserve(rows);
+        tail_.reserve(rows);
         lane_preds_.reserve(rows);
         dense_written_.assign(static_cast<size_t>(s_.n_seq()) * s_.n_pos(), 0);
+    }
+    if (g.revising() && g.revise_options().tail_dense && s_.n_pos() < 2 * g.canvas_len()) {
+        throw Error("--revise-tail dense needs a session of twice the canvas's " +
+                    std::to_string(g.canvas_len()) +
+                    " positions per sequence (scratch slots "
+                    "for the check rows); this one has " +
+                    std::to_string(s_.n_pos()));
     }
     if (g.revising() && g.revise_options().rows < 0) {
         const runtime::DeviceReport* rep = s_.device().report();
@@ -192,6 +200,8 @@ bool Scheduler::step() {
     } drop{*this};
     dense_.clear();
     lane_rows_.clear();
+    tail_.clear();
+    lane_preds_.clear();
     bool need_logits = false, any = false;
     for (Entry& e : live_) {
         e.n_rows = e.n_pred = e.n_lane_pred = 0;
@@ -238,14 +248,17 @@ bool Scheduler::step() {
             dense_.add(r, e.seq[r.seq], g ? &req.gumbel[k] : nullptr);
             k += r.predict;
         }
-        e.first_lane_pred = lane_rows_.out_rows.size();
+        // After the last block, --revise-tail dense sends the checks to the dense device.
+        e.tail = !req.dense && e.g->revise_options().tail_dense;
+        Rows& cpu = e.tail ? tail_ : lane_rows_;
+        e.first_lane_pred = cpu.out_rows.size();
         for (const RowRequest& r : req.cpu_rows)
-            lane_rows_.add(r, e.seq[r.seq], nullptr);
+            cpu.add(r, e.seq[r.seq], nullptr);
         for (int k = 0; k < e.g->n_seq(); ++k)
             kv_len_[e.seq[k]] = req.kv_len[k];
         e.n_rows = dense_.tokens.size() - e.first_row;
         e.n_pred = dense_.out_rows.size() - e.first_pred;
-        e.n_lane_pred = lane_rows_.out_rows.size() - e.first_lane_pred;
+        e.n_lane_pred = cpu.out_rows.size() - e.first_lane_pred;
     }
     if (!any) return false;
     const runtime::Batch batch = dense_.batch(kv_len_.data());
@@ -286,6 +299,27 @@ bool Scheduler::step() {
     } else if (lane_) {
         // No CPU-path rows this step: the mirror still takes what the dense rows wrote.
         merge(batch, nullptr, lc);
+    }
+    if (!tail_.tokens.empty()) {
+        // The checks of generations past their last block, as a forward of the dense device
+        // (which has no other work for them): logits rows, like the CPU path's; the refreshed
+        // slots go to the mirror too, the check rows' scratch slots stay.
+        const runtime::Batch tb = tail_.batch(kv_len_.data());
+        const float* logits = s_.forward(tb);
+        const size_t base = lane_preds_.size();
+        for (size_t i = 0; i < tail_.out_rows.size(); ++i) {
+            RowPrediction p;
+            p.logits = logits + static_cast<int64_t>(i) * V;
+            lane_preds_.push_back(p);
+        }
+        for (Entry& e : live_) {
+            if (e.planned && e.tail) e.first_lane_pred += base;
+        }
+        for (int64_t r = 0; r < tb.n_rows; ++r) {
+            if (tb.slot[r] >= 0 && !tb.own_key_of(r))
+                lane_->kv().copy_slot_from(s_.kv(), tb.seq[r], tb.slot[r]);
+        }
+        lc.proj_dense_ms = rep && rep->projected ? rep->projected_ms() - proj_before : 0.0;
     }
     // Twins: the rows' K/V go to their own sequences too, and they take the same predictions.
     for (Entry& e : live_) {

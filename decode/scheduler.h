@@ -58,7 +58,8 @@ class Scheduler {
         size_t first_lane_pred = 0, n_lane_pred = 0;
         bool planned = false;  // had a step this forward
         const StepRequest* req = nullptr;
-        int twin = -1;  // an earlier entry whose identical rows this step serves this one too
+        int twin = -1;      // an earlier entry whose identical rows this step serves this one too
+        bool tail = false;  // its CPU-path rows run on the dense device this step
     };
     // Identical windows are computed once (test-time scaling's candidates share their first
     // step, and every step while their canvases agree).
@@ -75,7 +76,7 @@ class Scheduler {
     };
     model::Session& s_;
     std::vector<Entry> live_;
-    Rows dense_, lane_rows_;
+    Rows dense_, lane_rows_, tail_;  // tail_: --revise-tail dense's checks
     std::vector<int32_t> kv_len_;
     std::vector<RowPrediction> preds_, lane_preds_;
     bool isolate_ = false;

@@ -51,7 +51,8 @@ CandidatesResult generate_candidates(const std::string& policy, const model::Mod
     const int L = static_cast<int>(prompt.size()) + opt.gen;
     const int per = sequences_per_generation(opt);
     const SessionShape shape = session_shape(cfg, opt, L, n);
-    model::Session session(model, device, shape.n_seq, L, shape.rows, shape.rows, opt.kernels);
+    runtime::KvCache kv = session_cache(model, shape, opt);
+    model::Session session(model, device, kv, shape.rows, shape.rows, opt.kernels);
     // mbsd --lookahead auto: each candidate sizes its lookahead on one candidate's cost table
     // (as if alone; the other candidates' rows in the same forward are not weighed).
     ForwardCost cost;

@@ -30,6 +30,11 @@ Session::Session(const Model& model, runtime::Device& device, runtime::KvCache& 
         kv.head_dim() != hp.head_dim || kv.f16() != options.kv_f16) {
         throw Error("the shared KV cache's shape does not match the model's");
     }
+    if (options.kv_f16 && hp.head_dim > kernels::kMaxFp16KvHeadDim) {
+        throw Error("an fp16 KV cache supports heads of at most " +
+                    std::to_string(kernels::kMaxFp16KvHeadDim) + " values; this model's have " +
+                    std::to_string(hp.head_dim));
+    }
     // A shared cache may hold more slots than the context has positions (progressive
     // revision's scratch slots); every row's position is checked against the context instead.
     kv_ = &kv;

@@ -127,6 +127,7 @@ class NpuCompiledPlan : public CompiledPlan {
         seq.assign(m.plan.max_rows, 0);
         slot.assign(m.plan.max_rows, -1);
         exclude.assign(m.plan.max_rows, -1);
+        own_key.assign(m.plan.max_rows, 0);
         out_rows.assign(std::max<int64_t>(1, m.plan.max_out_rows), 0);
         offset.assign(m.table.weights.size(), 0);
     }
@@ -149,7 +150,7 @@ class NpuCompiledPlan : public CompiledPlan {
     std::vector<Prefetcher::Job> jobs;
     std::vector<double> finish;  // projected finish time of each streamed unit
     // The batch padded to the bucket.
-    std::vector<int32_t> tokens, pos, seq, slot, exclude, out_rows;
+    std::vector<int32_t> tokens, pos, seq, slot, exclude, own_key, out_rows;
 };
 
 // The projected clock of one forward, and what the memory runtime did.
@@ -324,13 +325,6 @@ class NpuSimDevice : public Device {
                 "npu-sim: the Gumbel-max LM head runs on the CPU; this profile places the LM head "
                 "on the NPU (give --full-logits for T > 0)");
         }
-        for (int64_t r = 0; r < batch.n_rows; ++r) {
-            if (batch.own_key_of(r)) {
-                throw Error(
-                    "npu-sim: a row attending to its own key in place of an excluded one (a "
-                    "revision check) runs on the CPU path, not on the NPU");
-            }
-        }
         // The batch padded to the bucket: padding rows repeat row 0's position and sequence and
         // hold zero activations; they are computed like any row and never stored in the cache.
         Batch padded = batch;
@@ -341,6 +335,9 @@ class NpuSimDevice : public Device {
             cp.seq[r] = batch.seq[src];
             cp.slot[r] = r < batch.n_rows ? batch.slot_of(src) : -1;
             cp.exclude[r] = batch.exclude_of(src);
+            // A revision check's own key (--revise-tail dense): folded in as one more softmax
+            // term after the tiled attention, with exact exp (runtime/cpu_ops.cpp).
+            cp.own_key[r] = r < batch.n_rows && batch.own_key_of(src) ? 1 : 0;
         }
         for (int64_t i = 0; i < out_bucket; ++i)
             cp.out_rows[i] = i < batch.n_out ? batch.out_rows[i] : 0;
@@ -350,6 +347,7 @@ class NpuSimDevice : public Device {
         padded.seq = cp.seq.data();
         padded.slot = cp.slot.data();
         padded.exclude = cp.exclude.data();
+        padded.own_key = batch.own_key != nullptr ? cp.own_key.data() : nullptr;
         padded.n_out = out_bucket;
         padded.out_rows = cp.out_rows.data();
 

@@ -64,8 +64,10 @@ Trace run(const model::Model& m, const std::string& policy, decode::GenerateOpti
     const auto cfg = decode::configure_diffusion(policy, opt);
     decode::Generator g(m, opt, ids, cfg, prompt, cost);
     const int L = g.canvas_len();
-    const int64_t rows = int64_t{g.n_seq()} * L * decode::rows_per_position(cfg, opt);
-    model::Session s(m, *dev, g.n_seq(), L, rows, rows, opt.kernels);
+    // The shape the CLI sizes its session by (with --revise-tail dense's scratch slots).
+    const decode::SessionShape shape = decode::session_shape(cfg, opt, L);
+    runtime::KvCache kv = decode::session_cache(m, shape, opt);
+    model::Session s(m, *dev, kv, shape.rows, shape.rows, opt.kernels);
     Trace t;
     {
         decode::Scheduler sched(s);
@@ -1127,5 +1129,59 @@ TEST(Revision, RowBudgetCapsTheCpuPath) {
         ADD_FAILURE() << "--revise-rows auto was accepted on an unprojected cpu";
     } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("--revise-rows auto"), std::string::npos) << e.what();
+    }
+}
+
+// --revise-tail dense: after the last block the checks run as forwards of the dense device
+// instead of the CPU path. The same rows against the same cache give the same tokens and the
+// same decisions; each step past the last block is then a forward.
+TEST(Revision, ChecksOnTheDenseDeviceAfterTheLastBlockGiveTheCpuPathsResult) {
+    Tiny tiny;
+    int64_t tail_steps = 0;
+    for (const char* policy : {"dual-cache", "mbsd"}) {
+        for (const std::string& text : hard_prompts(2)) {
+            SCOPED_TRACE(std::string(policy) + " " + text);
+            auto opt = revising(tiny.opt);
+            opt.threshold = 0.3;
+            if (std::string(policy) == "mbsd") opt.lookahead = 8;
+            const auto prompt = tiny.prompt(text);
+            const Trace cpu = run(*tiny.lm.model, policy, opt, tiny.lm.ids, prompt);
+            opt.revise.tail_dense = true;
+            const Trace dense = run(*tiny.lm.model, policy, opt, tiny.lm.ids, prompt);
+            expect_revision_invariants(dense, static_cast<int>(prompt.size()), tiny.lm.ids);
+            EXPECT_EQ(dense.result.canvas, cpu.result.canvas);
+            ASSERT_EQ(dense.steps.size(), cpu.steps.size());
+            for (size_t i = 0; i < dense.steps.size(); ++i) {
+                EXPECT_EQ(dense.steps[i].checks, cpu.steps[i].checks) << i;
+                EXPECT_EQ(dense.steps[i].revised, cpu.steps[i].revised) << i;
+                EXPECT_EQ(dense.steps[i].dense, cpu.steps[i].dense) << i;
+            }
+            const auto& rv = dense.result.revision;
+            EXPECT_EQ(rv.lane_only_steps, cpu.result.revision.lane_only_steps);
+            EXPECT_EQ(dense.result.stats.forwards, cpu.result.stats.forwards + rv.lane_only_steps);
+            tail_steps += rv.lane_only_steps;
+        }
+    }
+    EXPECT_GT(tail_steps, 0) << "no generation had checks left after its last block";
+}
+
+TEST(Revision, ChecksOnTheDenseDeviceNeedItsScratchSlots) {
+    Tiny tiny;
+    auto opt = revising(tiny.opt);
+    opt.revise.tail_dense = true;
+    const auto cfg = decode::configure_diffusion("dual-cache", opt);
+    decode::Generator g(*tiny.lm.model, opt, tiny.lm.ids, cfg, tiny.prompt(kPrompts[0]));
+    runtime::ThreadPool pool(1);
+    auto dev = runtime::make_cpu_device(pool);
+    const int L = g.canvas_len();
+    model::Session s(*tiny.lm.model, *dev, 1, L, L, L, opt.kernels);
+    decode::Scheduler sched(s);
+    try {
+        sched.add(g);
+        ADD_FAILURE() << "a session without scratch slots was accepted";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("--revise-tail dense needs a session of twice"),
+                  std::string::npos)
+            << e.what();
     }
 }

@@ -113,6 +113,11 @@ TEST(LladaCli, ClearErrors) {
         {"-m " + fixture_model() +
              " -p x --gen 16 --block 8 --policy mbsd --revise --revise-mode x",
          "--revise-mode must be replace or remask"},
+        {"-m " + fixture_model() +
+             " -p x --gen 16 --block 8 --policy mbsd --revise --revise-tail gpu",
+         "--revise-tail must be cpu or dense, got 'gpu'"},
+        {"-m " + fixture_model() + " -p x --gen 16 --block 8 --policy mbsd --revise-tail dense",
+         "--revise-tail is a setting of --revise; give --revise too"},
         {"-m " + fixture_model() + " -p x --gen 16 --block 8 --revise",
          "vanilla is LLaDA's reference schedule"},
         {"-m " + fixture_model() + " -p x --gen 16 --block 8 --policy mbsd --revise --cfg 1",

@@ -124,6 +124,10 @@ void DecodeFlags::add_to(ArgTable& args) {
                 "what a check sees of last step's commits: their K/V recomputed on the CPU\n"
                 "path (fresh, default) or the cache as it is (snapshot: fewer CPU rows)",
                 &revise_context);
+    args.string({"--revise-tail"}, "cpu|dense",
+                "after the last block, the checks left: on the CPU path (cpu, default) or as\n"
+                "forwards of the dense device, which idles then (dense)",
+                &revise_tail);
     args.integer({"--revise-threads"}, "N", "threads of the CPU path's own pool (default 1)",
                  &opt.revise.threads, 1, 256);
     args.flag({"--revise-serial"},
@@ -245,7 +249,7 @@ void DecodeFlags::finish(const ArgTable& args, const model::Model& model) {
     opt.recalibrate = calibrate;
     for (const char* f : {"--revise-mode", "--revise-margin", "--revise-floor", "--stable-p",
                           "--stable-k", "--stable-budget", "--revise-threads", "--revise-serial",
-                          "--revise-rows", "--revise-context"}) {
+                          "--revise-rows", "--revise-context", "--revise-tail"}) {
         if (args.given(f) && !opt.revise.on) {
             throw Error(std::string(f) + " is a setting of --revise; give --revise too");
         }
@@ -262,6 +266,10 @@ void DecodeFlags::finish(const ArgTable& args, const model::Model& model) {
         throw Error("--revise-context must be fresh or snapshot, got '" + revise_context + "'");
     }
     opt.revise.fresh_context = revise_context == "fresh";
+    if (revise_tail != "cpu" && revise_tail != "dense") {
+        throw Error("--revise-tail must be cpu or dense, got '" + revise_tail + "'");
+    }
+    opt.revise.tail_dense = revise_tail == "dense";
     if (!tts_arg.empty()) tts = parse_auto_count("--tts", tts_arg, 1, 4096, "a count in [1, 4096]");
     if (args.given("--select") && tts == 0) throw Error("--select applies to --tts N");
     if (select != "vote" && select != "confidence")

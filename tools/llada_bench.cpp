@@ -130,7 +130,11 @@ int main(int argc, char** argv) {
                     "--ablation: the trace of the row '+ progressive revision' (mbsd + a\n"
                     "threshold + --revise)",
                     &replay_revise_path);
-        std::string revise_rows = "auto", revise_context = "fresh";
+        std::string revise_rows = "auto", revise_context = "fresh", revise_tail = "cpu";
+        args.string({"--revise-tail"}, "cpu|dense",
+                    "--ablation row 9: the checks left after the last block on the CPU path\n"
+                    "(cpu, default) or as forwards of the NPU (dense)",
+                    &revise_tail);
         args.string({"--revise-context"}, "fresh|snapshot",
                     "--ablation row 9: what a check sees of last step's commits (default fresh)",
                     &revise_context);
@@ -198,6 +202,9 @@ int main(int argc, char** argv) {
         if (revise_context != "fresh" && revise_context != "snapshot")
             throw Error("--revise-context must be fresh or snapshot, got '" + revise_context + "'");
         traces.revise_fresh = revise_context == "fresh";
+        if (revise_tail != "cpu" && revise_tail != "dense")
+            throw Error("--revise-tail must be cpu or dense, got '" + revise_tail + "'");
+        traces.revise_tail_dense = revise_tail == "dense";
         const auto t_load = tools::bench::Clock::now();
         tools::LoadedModel lm = tools::load_model(model_path);
         const double load_s = tools::bench::seconds_since(t_load);

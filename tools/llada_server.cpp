@@ -127,6 +127,11 @@ int main(int argc, char** argv) {
         tools::LoadedModel lm = tools::load_model(model_path);
         if (!args.given("--policy")) dec.policy = "dual-cache";
         dec.finish(args, *lm.model);
+        if (dec.opt.revise.tail_dense) {
+            throw Error(
+                "llada-server does not take --revise-tail dense: its shared session holds no "
+                "scratch slots for check rows; use --revise-tail cpu");
+        }
         if (!args.given("--threshold") && dec.policy == "dual-cache") dec.opt.threshold = 0.9;
         dec.set_calibration_file(model_path, threads);
         runtime::ThreadPool pool(threads);

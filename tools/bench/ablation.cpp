@@ -84,6 +84,7 @@ AblationRun run_ablation_row(const tools::LoadedModel& lm, const AblationRow& ro
         opt.revise.on = index == 8;
         opt.revise.rows = traces.revise_rows;
         opt.revise.fresh_context = traces.revise_fresh;
+        opt.revise.tail_dense = traces.revise_tail_dense;
     }
     AblationRun r;
     r.requests = replay ? static_cast<int>(replay->size()) : 1;
