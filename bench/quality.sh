@@ -62,7 +62,8 @@ for part in ${QUALITY:-grid hardgrid policies ar hard spec revise}; do
         # Revision where it buys forwards: threshold 0.1 commits a block per forward, and the
         # checks (the ones left after the last block on the NPU, --revise-tail dense) recover
         # what that loses.
-        tr mbsd-rev --policy mbsd --threshold 0.1 --device npu-sim --revise --revise-tail dense ;;
+        tr mbsd-rev --policy mbsd --threshold 0.1 --device npu-sim --revise --revise-tail dense \
+            --revise-floor 0.1 ;;
     grid)
         for b in 8 16 32; do for s in 32 16 8 4; do
             eval_ -m "$M" --tasks "$TEST" --gen 32 --block $b --steps $s > "$Q/grid-b$b-s$s.json"
