@@ -33,7 +33,6 @@ void Generator::plan_revision() {
             continue;
         }
         lane_refresh_.push_back(p);
-        req_.cpu_rows.push_back({x[p], p, 0, p, -1, false});
     }
     // Under a row budget the refreshes go first, then the leftmost visible tokens (the ones the
     // stable prefix waits for); unchecked tokens keep their count. A fixed budget checks at
@@ -45,15 +44,10 @@ void Generator::plan_revision() {
     if (opt_.revise.rows > 0) room = std::max(1, room);
     if (room <= 0 && opt_.revise.rows < 0 && req_.dense) {
         room = 0;
-        req_.cpu_rows.clear();
-        size_t kept = 0;
-        for (int p : lane_refresh_) {
-            if (!needs_lane_refresh_[p]) continue;
-            lane_refresh_[kept++] = p;
-            req_.cpu_rows.push_back({x[p], p, 0, p, -1, false});
-        }
-        lane_refresh_.resize(kept);
+        std::erase_if(lane_refresh_, [&](int p) { return !needs_lane_refresh_[p]; });
     }
+    for (int p : lane_refresh_)
+        req_.cpu_rows.push_back({x[p], p, 0, p, -1, false});
     // A check row: the mask at p, blind to p's key, seeing its own mask key instead (its K/V go
     // to a scratch slot past the canvas, which no other row attends to).
     for (int p = P_; p < L_ && room > 0; ++p) {

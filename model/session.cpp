@@ -4,6 +4,18 @@
 
 namespace llada::model {
 
+namespace {
+
+void check_fp16_kv(const Hparams& hp, const runtime::PlanOptions& options) {
+    if (options.kv_f16 && hp.head_dim > kernels::kMaxFp16KvHeadDim) {
+        throw Error("an fp16 KV cache supports heads of at most " +
+                    std::to_string(kernels::kMaxFp16KvHeadDim) + " values; this model's have " +
+                    std::to_string(hp.head_dim));
+    }
+}
+
+}  // namespace
+
 Session::Session(const Model& model, runtime::Device& device, int n_seq, int n_pos,
                  int64_t max_rows, int64_t max_out, runtime::PlanOptions options)
     : model_(model), device_(device), max_rows_(max_rows), max_out_(max_out), options_(options) {
@@ -12,11 +24,7 @@ Session::Session(const Model& model, runtime::Device& device, int n_seq, int n_p
         throw Error("a canvas of " + std::to_string(n_pos) +
                     " positions exceeds the model's context length " + std::to_string(hp.n_ctx));
     }
-    if (options.kv_f16 && hp.head_dim > kernels::kMaxFp16KvHeadDim) {
-        throw Error("an fp16 KV cache supports heads of at most " +
-                    std::to_string(kernels::kMaxFp16KvHeadDim) + " values; this model's have " +
-                    std::to_string(hp.head_dim));
-    }
+    check_fp16_kv(hp, options);
     own_kv_ = runtime::KvCache(hp.n_layer, n_seq, n_pos, hp.n_kv_head, hp.head_dim, options.kv_f16);
     kv_ = &own_kv_;
     init();
@@ -30,11 +38,7 @@ Session::Session(const Model& model, runtime::Device& device, runtime::KvCache& 
         kv.head_dim() != hp.head_dim || kv.f16() != options.kv_f16) {
         throw Error("the shared KV cache's shape does not match the model's");
     }
-    if (options.kv_f16 && hp.head_dim > kernels::kMaxFp16KvHeadDim) {
-        throw Error("an fp16 KV cache supports heads of at most " +
-                    std::to_string(kernels::kMaxFp16KvHeadDim) + " values; this model's have " +
-                    std::to_string(hp.head_dim));
-    }
+    check_fp16_kv(hp, options);
     // A shared cache may hold more slots than the context has positions (progressive
     // revision's scratch slots); every row's position is checked against the context instead.
     kv_ = &kv;
