@@ -2,7 +2,6 @@
 // one generation on the step engine (decode/generator.cpp says what each policy computes), run
 // to completion on a session of its own.
 #include <chrono>
-#include <map>
 
 #include "decode/generator.h"
 #include "decode/lookahead.h"
@@ -39,7 +38,7 @@ class DiffusionPolicy : public Policy {
         model::Session session(model_, device_, kv, shape.rows, shape.rows, opt_.kernels);
         const ForwardCost* cost = nullptr;
         if (cfg_.speculate && opt_.lookahead < 0)
-            cost = &forward_cost(session, int64_t{shape.n_seq} * L, L);
+            cost = &costs_.get(session, opt_, int64_t{shape.n_seq} * L, L);
         Generator g(model_, opt_, ids_, cfg_, prompt, cost);
         Scheduler sched(session);
         sched.add(g);
@@ -58,22 +57,13 @@ class DiffusionPolicy : public Policy {
     }
 
   private:
-    // The forward cost that sizes mbsd's lookahead: the device's latency table when it has a
-    // cost model, else this host's calibration (measured once per canvas, cached in a file
-    // when one is given).
-    const ForwardCost& forward_cost(model::Session& session, int64_t max_rows, int64_t kv_len) {
-        auto it = costs_.find(max_rows);
-        if (it != costs_.end()) return it->second;
-        return costs_.emplace(max_rows, lookahead_cost(session, opt_, max_rows, kv_len))
-            .first->second;
-    }
-
     const model::Model& model_;
     runtime::Device& device_;
     GenerateOptions opt_;
     TokenIds ids_;
     DiffusionConfig cfg_;
-    std::map<int64_t, ForwardCost> costs_;
+    // The forward cost that sizes mbsd's lookahead, once per canvas shape.
+    LookaheadCosts costs_;
 };
 
 }  // namespace

@@ -159,7 +159,7 @@ Generator::Generator(const model::Model& model, const GenerateOptions& opt, cons
     : model_(model), opt_(opt), ids_(ids), cfg_(cfg), cost_(cost), own_noise_(opt.seed) {
     validate_common_options(opt, ids, model);
     if (opt_.threshold == 0.0 && opt_.factor == 0.0 && cfg_.rule == CommitRule::Threshold) {
-        opt_.threshold = 0.9;  // the threshold policy's default tau (Fast-dLLM's)
+        opt_.threshold = kDefaultThreshold;
     }
     if (cfg_.speculate && opt_.lookahead < 0 && (cost_ == nullptr || cost_->empty())) {
         throw Error("--lookahead auto needs the device's latency table or a calibration");

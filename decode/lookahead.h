@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "decode/policy.h"
@@ -45,6 +47,23 @@ ForwardCost calibrate_forward_cost(model::Session& session, int64_t max_rows, in
 // model, canvas and device (unless opt.recalibrate), measured and written there otherwise.
 ForwardCost lookahead_cost(model::Session& session, const GenerateOptions& opt, int64_t max_rows,
                            int64_t kv_len);
+
+// The one cache of those costs that the CLI's policies, test-time scaling and the server keep:
+// each canvas shape (rows, attention span) is looked up or measured once, then reused; the
+// references stay valid while the cache lives.
+class LookaheadCosts {
+  public:
+    const ForwardCost& get(model::Session& session, const GenerateOptions& opt, int64_t max_rows,
+                           int64_t kv_len) {
+        const auto key = std::make_pair(max_rows, kv_len);
+        auto it = costs_.find(key);
+        if (it != costs_.end()) return it->second;
+        return costs_.emplace(key, lookahead_cost(session, opt, max_rows, kv_len)).first->second;
+    }
+
+  private:
+    std::map<std::pair<int64_t, int64_t>, ForwardCost> costs_;
+};
 
 // Reads / writes a calibration as plain text (one "rows ms" pair per line after a header with
 // the key); read returns an empty cost when the file is missing or its key differs.

@@ -92,6 +92,10 @@ struct DreamOptions {
     int top_k = 0;          // 0: off
 };
 
+// The threshold rule's tau when none is given (Fast-dLLM's): the threshold policy's default,
+// the server's for dual-cache, and llada-bench's threshold rows.
+inline constexpr double kDefaultThreshold = 0.9;
+
 struct GenerateOptions {
     int gen = 64;    // generated positions
     int steps = 64;  // denoising steps in total (split evenly over blocks)

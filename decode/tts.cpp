@@ -55,16 +55,16 @@ CandidatesResult generate_candidates(const std::string& policy, const model::Mod
     model::Session session(model, device, kv, shape.rows, shape.rows, opt.kernels);
     // mbsd --lookahead auto: each candidate sizes its lookahead on one candidate's cost table
     // (as if alone; the other candidates' rows in the same forward are not weighed).
-    ForwardCost cost;
-    if (cfg.speculate && opt.lookahead < 0)
-        cost = lookahead_cost(session, opt, int64_t{per} * L, L);
+    LookaheadCosts costs;
+    const ForwardCost* cost = cfg.speculate && opt.lookahead < 0
+                                  ? &costs.get(session, opt, int64_t{per} * L, L)
+                                  : nullptr;
     std::vector<std::unique_ptr<Generator>> gens;
     gens.reserve(static_cast<size_t>(n));
     for (int k = 0; k < n; ++k) {
         GenerateOptions o = opt;
         o.seed = opt.seed + static_cast<uint64_t>(k);
-        gens.push_back(std::make_unique<Generator>(model, o, ids, cfg, prompt,
-                                                   cost.empty() ? nullptr : &cost));
+        gens.push_back(std::make_unique<Generator>(model, o, ids, cfg, prompt, cost));
     }
     CandidatesResult out;
     {

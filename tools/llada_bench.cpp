@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
             policies = "vanilla,prefix-cache,dual-cache,threshold,dual-cache+threshold";
         std::string llama_diffusion;
         int prefix = 0, reps = 5, prompt_len = 32, gen = 128, block = 32, steps = 0;
-        double tau = 0.9;
+        double tau = decode::kDefaultThreshold;
         bool json = false, e2e = false, no_peaks = false;
         int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
         tools::ArgTable args("llada-bench",

@@ -132,7 +132,8 @@ int main(int argc, char** argv) {
                 "llada-server does not take --revise-tail dense: its shared session holds no "
                 "scratch slots for check rows; use --revise-tail cpu");
         }
-        if (!args.given("--threshold") && dec.policy == "dual-cache") dec.opt.threshold = 0.9;
+        if (!args.given("--threshold") && dec.policy == "dual-cache")
+            dec.opt.threshold = decode::kDefaultThreshold;
         dec.set_calibration_file(model_path, threads);
         runtime::ThreadPool pool(threads);
         auto device = devf.make(pool);

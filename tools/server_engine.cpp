@@ -176,12 +176,12 @@ void ServerEngine::loop() {
                 // the forward cost of one sequence's rows: the device's table, or this host's
                 // calibration (measured once, at the first such request, and cached in the
                 // calibration file when one is set).
-                if (cfg.speculate && r->opt.lookahead < 0 && !cost_) {
-                    cost_ = std::make_unique<decode::ForwardCost>(
-                        decode::lookahead_cost(*session_, r->opt, n_pos_, n_pos_));
-                }
+                const decode::ForwardCost* cost =
+                    cfg.speculate && r->opt.lookahead < 0
+                        ? &costs_.get(*session_, r->opt, n_pos_, n_pos_)
+                        : nullptr;
                 auto g = std::make_unique<decode::Generator>(*lm_.model, r->opt, lm_.ids, cfg,
-                                                             r->prompt, cost_.get());
+                                                             r->prompt, cost);
                 sched_->add(*g);
                 live_.push_back({r, std::move(g), 0, {}, {}});
             } catch (const std::exception& e) {

@@ -104,7 +104,7 @@ class ServerEngine {
     int n_pos_ = 0;
     std::unique_ptr<model::Session> session_;
     std::unique_ptr<decode::Scheduler> sched_;
-    std::unique_ptr<decode::ForwardCost> cost_;  // for --lookahead auto, measured when first needed
+    decode::LookaheadCosts costs_;  // for --lookahead auto, measured when first needed
     mutable std::mutex mu_;
     std::condition_variable wake_;
     std::deque<std::shared_ptr<ServerRequest>> queue_;

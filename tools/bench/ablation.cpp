@@ -80,7 +80,7 @@ AblationRun run_ablation_row(const tools::LoadedModel& lm, const AblationRow& ro
     if (row.replayed) {
         replay = &traces.of(index);
         // Rows 7-9 commit by the threshold rule (the trace's counts); row 6 keeps the schedule.
-        if (index >= 6) opt.threshold = 0.9;
+        if (index >= 6) opt.threshold = decode::kDefaultThreshold;
         opt.revise.on = index == 8;
         opt.revise.rows = traces.revise_rows;
         opt.revise.fresh_context = traces.revise_fresh;

@@ -64,7 +64,7 @@ struct Options {
     std::string llama_diffusion, llama_bench;
     int threads = 1, prefix = 0, reps = 5, prompt_len = 32, gen = 128, block = 32, steps = 0;
     int rounds = 1, window = 160, need = 32;
-    double tau = 0.9;
+    double tau = decode::kDefaultThreshold;
     bool json = false, no_peaks = false, kv_f16 = false, full_last_layer = false;
     std::string ablation_configs = "123456789", cache_policy = "prefix-cache";
     bool no_sensitivity = false;
