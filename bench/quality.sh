@@ -52,6 +52,15 @@ for part in ${QUALITY:-grid hardgrid policies ar hard spec revise}; do
         eval_ -m "$ML" --tasks "$ML1" --limit 200 --gen 128 --block 32 --policy dual-cache --threshold 0.9 > "$Q/long-pol200-dual.json"
         eval_ -m "$ML" --tasks "$ML1" --limit 200 --gen 128 --block 32 --policy dual-cache --threshold 0.9 --tts 4 --temperature 0.5 > "$Q/long-pol200-tts4.json"
         eval_ -m "$ROOT/models/tiny-ar-l.gguf" --tasks "$TL" --gen 128 > "$Q/long-ar.json"
+        # Pipelined blocks beside need + threshold 0.9 (BENCHMARKS.md, "Pipelined blocks"): the
+        # full test set (per problem, for the held-out split) and the hard set.
+        HL=$ROOT/models/tasks/all-hard-l.jsonl
+        eval_ -m "$ML" --tasks "$ROOT/models/tasks/all-test-l.jsonl" --gen 128 --block 32 --policy need --threshold 0.9 \
+            --out "$Q/long-pipe-need.jsonl" > "$Q/long-pipe-need.json"
+        eval_ -m "$ML" --tasks "$ROOT/models/tasks/all-test-l.jsonl" --gen 128 --block 32 --policy pipeline \
+            --out "$Q/long-pipe.jsonl" > "$Q/long-pipe.json"
+        eval_ -m "$ML" --tasks "$HL" --gen 128 --block 32 --policy need --threshold 0.9 > "$Q/long-pipe-hard-need.json"
+        eval_ -m "$ML" --tasks "$HL" --gen 128 --block 32 --policy pipeline > "$Q/long-pipe-hard.json"
         # The decision traces of the replayed ablation rows (bench/ablation.sh with TRACES=long),
         # every block decoded, on the first 100 problems of mix-1000-l (25 per task).
         tr() { name=$1; shift; eval_ -m "$ML" --tasks "$ML1" --limit 100 --gen 128 --block 32 --no-early-stop \

@@ -1,7 +1,7 @@
 // The step engine (decode/generator.h): the block-wise diffusion decoder behind `vanilla`,
-// `prefix-cache`, `dual-cache`, `threshold`, `need` and `mbsd`, one step at a time. Policies
-// differ in which rows a step computes (the window mode) and how many positions it commits
-// (the commit rule).
+// `prefix-cache`, `dual-cache`, `threshold`, `need`, `mbsd` and `pipeline`, one step at a time.
+// Policies differ in which rows a step computes (the window mode) and how many positions it
+// commits (the commit rule).
 //
 // vanilla      LLaDA's reference generate(), decision for decision: every step is a forward over
 //              the whole canvas; the schedule (get_num_transfer_tokens) commits a fixed number of
@@ -29,6 +29,14 @@
 //              rule then runs over the block's masked positions as usual. Draft rows feed the mask
 //              token (default) or the draft token (DraftInput); either way a draft's K/V is only
 //              ever in its own slot, which is recomputed when the position's state changes.
+// pipeline     need + the next block decoding beside the current one (training-free pipelined
+//              blocks): once --pipeline-start of the current block is committed, the next block's
+//              masked rows join the window and it commits its own positions at
+//              --pipeline-threshold (at least --pipeline-min per step). Those commits are real
+//              tokens (context for every later row) but count only once verified: the first
+//              forward of their own block feeds the mask at each of them and keeps the token when
+//              predicted again with confidence >= --pipeline-accept, else masks it again. A block
+//              is over only when none of its positions waits for verification.
 // Commit rules: the schedule; threshold tau (every masked position of the block with confidence
 // >= tau, at least the most confident); factor f (the n-th most confident needs
 // >= 1 - f / (n + 1), at least one). With a parallel rule a block takes as many steps as it needs
@@ -98,6 +106,8 @@ DiffusionConfig configure_diffusion(const std::string& name, const GenerateOptio
         c = {"need", WindowMode::Need, rule, false, true, false};
     } else if (name == "mbsd") {
         c = {"mbsd", WindowMode::Need, rule, false, true, true};
+    } else if (name == "pipeline") {
+        c = {"pipeline", WindowMode::Need, parallel, false, true, false, true};
     } else {
         throw Error("internal: unknown diffusion policy " + name);
     }
@@ -118,6 +128,31 @@ DiffusionConfig configure_diffusion(const std::string& name, const GenerateOptio
         throw Error("--accept must be in (0, 1], got " + number_str(opt.accept));
     }
     if (opt.lookahead < -1) throw Error("--lookahead must be 'auto' or >= 0");
+    if (c.pipeline) {
+        if (!(opt.pipeline_start >= 0.0 && opt.pipeline_start <= 1.0)) {
+            throw Error("--pipeline-start must be a share of the block in [0, 1], got " +
+                        number_str(opt.pipeline_start));
+        }
+        if (!(opt.pipeline_threshold > 0.0 && opt.pipeline_threshold <= 1.0)) {
+            throw Error("--pipeline-threshold must be in (0, 1], got " +
+                        number_str(opt.pipeline_threshold));
+        }
+        if (!(opt.pipeline_accept > 0.0 && opt.pipeline_accept <= 1.0)) {
+            throw Error("--pipeline-accept must be in (0, 1], got " +
+                        number_str(opt.pipeline_accept));
+        }
+        if (opt.pipeline_min < 0) throw Error("--pipeline-min must be >= 0");
+        if (opt.revise.on) {
+            throw Error(
+                "--revise cannot be combined with --policy pipeline: a token committed ahead "
+                "of its block is verified by its block's first forward, not by the CPU path");
+        }
+        if (opt.replay != nullptr) {
+            throw Error(
+                "--replay cannot drive --policy pipeline: a trace holds one block's commits per "
+                "step, not the next block's");
+        }
+    }
     if (opt.early_stop >= 0) c.early_stop = opt.early_stop != 0;
     if (opt.revise.on) check_revise_options(name, opt);
     return c;
@@ -173,6 +208,12 @@ Generator::Generator(const model::Model& model, const GenerateOptions& opt, cons
                     "): a check of position p would be row p - 1 seeing "
                     "a mask at p, which the CPU path's check rows do not build yet");
     }
+    if (shift_ && cfg_.pipeline) {
+        throw Error("--policy pipeline is not available for a model with shifted logits (" +
+                    model_.hparams().arch +
+                    "): its verification masks a position for one forward, which with shifted "
+                    "logits would move the row that decides the next one");
+    }
     if (shift_ && cfg_.speculate && opt_.draft_input == DraftInput::Token) {
         throw Error("--draft-input token is not available for a model with shifted logits (" +
                     model_.hparams().arch + "); use --draft-input mask");
@@ -194,6 +235,7 @@ Generator::Generator(const model::Model& model, const GenerateOptions& opt, cons
         state_[p] = p < P_ ? TokenState::Stable : TokenState::Masked;
     }
     draft_tok_.assign(L_, -1);
+    ahead_.assign(L_, false);
     draft_conf_.assign(L_, 0.0f);
     kv_tok_.assign(L_, -1);
     commit_step_.assign(L_, -1);
@@ -218,6 +260,7 @@ Generator::Generator(const model::Model& model, const GenerateOptions& opt, cons
     stale_.reserve(L_);
     cand_.reserve(L_);
     look_cand_.reserve(L_);
+    ahead_cand_.reserve(L_);
     chosen_.reserve(L_);
     committed_.reserve(L_);
     // Steps: the schedule's, or one per position, plus the no-progress allowance per block.
@@ -256,6 +299,62 @@ int Generator::block_masked() const {
     return m;
 }
 
+int Generator::active_end(int block_start, int block_end) const {
+    if (!cfg_.pipeline || block_end >= L_) return block_end;
+    int done = 0;
+    for (int p = block_start; p < block_end; ++p)
+        done += state_[p] != TokenState::Masked;
+    return done >= opt_.pipeline_start * opt_.block ? std::min(L_, block_end + opt_.block)
+                                                    : block_end;
+}
+
+bool Generator::block_unverified() const {
+    const int b1 = P_ + (block_ + 1) * opt_.block;
+    for (int p = b1 - opt_.block; p < b1; ++p)
+        if (ahead_[p]) return true;
+    return false;
+}
+
+int Generator::verify_ahead(StepInfo& info, int n_cur) {
+    // The block's positions committed ahead were fed the mask this forward: kept when the
+    // prediction is the same token with confidence >= pipeline_accept, else masked again (and left
+    // in the commit rule's running with the new prediction).
+    int kept = 0;
+    for (int r = 0; r < n_cur; ++r) {
+        const int p = need_[r];
+        if (!ahead_[p]) continue;
+        ahead_[p] = false;
+        if (cand_[r].token == res_.canvas[p] && cand_[r].confidence >= opt_.pipeline_accept) {
+            ++info.ahead_verified;
+            ++kept;
+            res_.confidence_sum += cand_[r].confidence;
+            ++res_.confidence_n;
+            cand_[r].confidence = -1.0f;
+        } else {
+            res_.canvas[p] = ids_.mask;
+            state_[p] = TokenState::Masked;
+            ++info.ahead_rejected;
+        }
+    }
+    return kept;
+}
+
+void Generator::commit_ahead(StepInfo& info) {
+    if (ahead_cand_.empty()) return;
+    // The most confident pipeline_min positions, and every one at or above the threshold.
+    select_top_k(ahead_cand_, std::min(opt_.pipeline_min, static_cast<int>(ahead_cand_.size())),
+                 chosen_);
+    for (size_t i = 0; i < ahead_cand_.size(); ++i) {
+        const bool forced =
+            std::find(chosen_.begin(), chosen_.end(), static_cast<int>(i)) != chosen_.end();
+        if (!(ahead_cand_[i].confidence >= opt_.pipeline_threshold) && !forced) continue;
+        const int p = need_[static_cast<size_t>(n_cur_) + i];
+        commit(p, ahead_cand_[i].token);
+        ahead_[p] = true;
+        ++info.ahead_committed;
+    }
+}
+
 void Generator::start_block() {
     num_transfer_tokens(block_masked(), std::max(1, steps_per_block_), schedule_);
 }
@@ -281,6 +380,7 @@ void Generator::finish_block() {
                 x[p] = fill;
                 state_[p] = TokenState::Stable;
                 draft_tok_[p] = -1;
+                ahead_[p] = false;
             }
             res_.stopped_early = true;
         }
@@ -293,6 +393,7 @@ const StepRequest& Generator::plan_step() {
     need_.clear();
     look_.clear();
     stale_.clear();
+    n_cur_ = 0;
     lookahead_ = 0;
     // T > 0 samples in the fused head too (Gumbel-max over the counter generator's draws), unless
     // the noise is a replayed stream the head cannot read.
@@ -353,6 +454,7 @@ void Generator::plan_classic() {
             req_.rows.push_back({tok, p, s, p, -1, predict});
         }
     }
+    n_cur_ = static_cast<int>(need_.size());
 }
 
 void Generator::plan_need() {
@@ -360,14 +462,23 @@ void Generator::plan_need() {
     const int block_start = P_ + block_ * opt_.block, block_end = block_start + opt_.block;
     const bool first = global_step_ == 0;
     const int n0 = opt_.revise.on ? P_ : block_start;
-    for (int p = n0; p < block_end; ++p) {
-        if (state_[p] == TokenState::Masked || state_[p] == TokenState::Draft) need_.push_back(p);
+    // pipeline: the next block's masked positions join once the block is far enough along;
+    // the block's own positions committed ahead are verified (fed the mask, predicted again).
+    const int end = active_end(block_start, block_end);
+    n_cur_ = 0;
+    for (int p = n0; p < end; ++p) {
+        if (state_[p] == TokenState::Masked || state_[p] == TokenState::Draft ||
+            (p < block_end && ahead_[p])) {
+            need_.push_back(p);
+            n_cur_ += p < block_end;
+        }
     }
+    auto verify_at = [&](int p) { return p < block_end && ahead_[p]; };
     // Committed positions whose slot does not hold their token's K/V yet (a revised token's
-    // K/V are the CPU path's to recompute).
+    // K/V are the CPU path's to recompute; a verified one's slot gets the mask's this step).
     auto stale_at = [&](int p) {
         const bool committed = state_[p] == TokenState::Visible || state_[p] == TokenState::Stable;
-        return committed && kv_tok_[p] != x[p] && !needs_lane_refresh_[p];
+        return committed && kv_tok_[p] != x[p] && !needs_lane_refresh_[p] && !verify_at(p);
     };
     int n_stale = 0;
     for (int p = 0; p < L_ && !first; ++p)
@@ -401,11 +512,11 @@ void Generator::plan_need() {
             const bool committed =
                 state_[p] == TokenState::Visible || state_[p] == TokenState::Stable;
             // A row of a later block that is still masked (or a draft).
-            const bool future = p >= block_end && !committed;
+            const bool future = p >= end && !committed;
             const bool stale = stale_at(p);
             if (!(first || is_need || is_look || stale)) continue;
             if (s == 0 && stale && !first) stale_.push_back(p);
-            int32_t tok = committed ? x[p] : ids_.mask;
+            int32_t tok = committed && !verify_at(p) ? x[p] : ids_.mask;
             if (s == 1 && prompt_index_[p]) tok = ids_.mask;
             if (is_look && opt_.draft_input == DraftInput::Token && draft_tok_[p] >= 0 &&
                 !(s == 1 && prompt_index_[p])) {
@@ -529,14 +640,18 @@ void Generator::decide(StepInfo& info, int n_need) {
     const int remask_allowance = opt_.revise.on && opt_.revise.mode == ReviseMode::Remask
                                      ? opt_.gen * opt_.revise.budget
                                      : 0;
-    if (!cfg_.exact_reference && i > opt_.block + steps_per_block_ + remask_allowance) {
+    // (A pipelined block's verification may mask its positions committed ahead once more.)
+    const int ahead_allowance = cfg_.pipeline ? opt_.block : 0;
+    if (!cfg_.exact_reference &&
+        i > opt_.block + steps_per_block_ + remask_allowance + ahead_allowance) {
         throw Error("decoding made no progress in block " + std::to_string(b) +
                     ": the model predicts only the mask token");
     }
     // Accepted drafts count as this step's commits: the schedule commits that many fewer, and
     // the parallel rules do not force their one most confident position when drafts already
     // made progress.
-    const int accepted = info.drafts_accepted;
+    const int kept = cfg_.pipeline ? verify_ahead(info, n_need) : 0;
+    const int accepted = info.drafts_accepted + kept;
     const int masked = n_need - accepted;
     const int k = cfg_.rule == CommitRule::Schedule ? scheduled - accepted : scheduled;
     if (masked > 0 && k > 0) {
@@ -574,12 +689,15 @@ void Generator::apply(std::span<const RowPrediction> preds,
         info.lookahead = static_cast<int>(look_.size());
         // The lookahead rows' candidates apart: the commit rule ranks the block's positions.
         look_cand_.assign(cand_.begin() + n_need, cand_.end());
-        cand_.resize(static_cast<size_t>(n_need));
+        // pipeline: the next block's candidates apart too.
+        ahead_cand_.assign(cand_.begin() + n_cur_, cand_.begin() + n_need);
+        cand_.resize(static_cast<size_t>(n_cur_));
         if (opt_.replay != nullptr) {
             replay(info);
         } else {
-            decide(info, n_need);
+            decide(info, n_cur_);
         }
+        commit_ahead(info);
         // Lookahead predictions become (or replace) drafts.
         for (size_t r = 0; r < look_.size(); ++r) {
             const int p = look_[r];
@@ -636,12 +754,16 @@ void Generator::apply(std::span<const RowPrediction> preds,
     res_.drafts_accepted += info.drafts_accepted;
     res_.drafts_rejected += info.drafts_rejected;
     res_.drafts_accepted_early += info.drafts_accepted_early;
+    res_.ahead_committed += info.ahead_committed;
+    res_.ahead_verified += info.ahead_verified;
+    res_.ahead_rejected += info.ahead_rejected;
     if (req_.dense) ++step_in_block_;
     ++global_step_;
     // Advance past every block that is over.
     while (!blocks_done_) {
-        const bool over =
-            cfg_.exact_reference ? step_in_block_ >= steps_per_block_ : block_masked() == 0;
+        const bool over = cfg_.exact_reference
+                              ? step_in_block_ >= steps_per_block_
+                              : block_masked() == 0 && !(cfg_.pipeline && block_unverified());
         if (!over) break;
         finish_block();
         ++block_;

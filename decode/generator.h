@@ -33,6 +33,7 @@ struct DiffusionConfig {
     bool exact_reference = true;  // vanilla: every scheduled step runs, the mask id may be chosen
     bool early_stop = false;
     bool speculate = false;  // mbsd: lookahead rows in the next block(s) carry drafts
+    bool pipeline = false;   // pipeline: the next block decodes beside the current one
 };
 // Throws llada::Error for impossible combinations, naming them.
 DiffusionConfig configure_diffusion(const std::string& name, const GenerateOptions& opt);
@@ -156,6 +157,12 @@ class Generator {
     void decide(StepInfo& info, int n_need);  // the policy's own decisions
     void replay(StepInfo& info);              // the decisions of a trace
     int block_masked() const;
+    // pipeline: where this step's decoding ends (the block's end, or the next block's once the
+    // block is far enough along); the next block's commits, and their verification.
+    int active_end(int block_start, int block_end) const;
+    void commit_ahead(StepInfo& info);
+    int verify_ahead(StepInfo& info, int n_cur);
+    bool block_unverified() const;
     void finish_block();
     void start_block();
     void plan_revision();
@@ -188,11 +195,13 @@ class Generator {
     // This step's plan.
     StepRequest req_;
     std::vector<int32_t> need_;   // positions of the current block predicted this step
+    int n_cur_ = 0;               // of which in the current block (pipeline: the rest are ahead)
+    std::vector<bool> ahead_;     // pipeline: committed ahead of its block, not verified yet
     std::vector<int32_t> look_;   // lookahead positions predicted this step (drafts)
     std::vector<int32_t> stale_;  // committed positions whose K/V this step recomputes
     int lookahead_ = 0;
     // Decisions.
-    std::vector<Candidate> cand_, look_cand_;
+    std::vector<Candidate> cand_, look_cand_, ahead_cand_;
     std::vector<float> guided_;
     std::vector<int> chosen_;
     std::vector<int32_t> committed_;

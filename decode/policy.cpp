@@ -46,14 +46,15 @@ std::vector<int32_t> GenerateResult::answer(const TokenIds& ids) const {
 }
 
 std::vector<std::string> policy_names() {
-    return {"vanilla", "prefix-cache", "dual-cache", "threshold", "need", "mbsd", "ar", "dream"};
+    return {"vanilla", "prefix-cache", "dual-cache", "threshold", "need",
+            "mbsd",    "pipeline",     "ar",         "dream"};
 }
 
 std::unique_ptr<Policy> make_policy(const std::string& name, const model::Model& model,
                                     runtime::Device& device, const GenerateOptions& options,
                                     const TokenIds& ids) {
     if (name == "vanilla" || name == "prefix-cache" || name == "dual-cache" ||
-        name == "threshold" || name == "need" || name == "mbsd") {
+        name == "threshold" || name == "need" || name == "mbsd" || name == "pipeline") {
         return make_diffusion_policy(name, model, device, options, ids);
     }
     if (name == "ar") return make_autoregressive_policy(model, device, options, ids);

@@ -134,6 +134,15 @@ struct GenerateOptions {
     // mbsd draft acceptance: when its block becomes current, a draft is accepted if that
     // block's first forward predicts the same token with confidence >= accept (default 0.5).
     double accept = 0.5;
+    // pipeline: the next block starts decoding beside the current one once this share of the
+    // current block is committed; each step it commits its positions whose confidence reaches
+    // pipeline_threshold, and at least its pipeline_min most confident ones. Those commits are
+    // verified by the first forward of their own block (fed the mask there, kept when predicted
+    // again with confidence >= pipeline_accept, else masked again; docs/step-engine.md).
+    double pipeline_start = 0.0;
+    double pipeline_threshold = 0.7;
+    int pipeline_min = 1;
+    double pipeline_accept = 0.1;
     // mbsd --lookahead auto on a device without a cost model: this host's forward cost by row
     // count is measured once per canvas length and kept here (empty: in memory only);
     // recalibrate measures again.
@@ -163,6 +172,9 @@ struct StepInfo {
     int drafts_accepted = 0;        // drafts committed when their block became current
     int drafts_accepted_early = 0;  // of which below the commit rule's bar (threshold)
     int drafts_rejected = 0;        // drafts returned to masked then
+    // pipeline: positions of the next block committed ahead of their block, and, when their
+    // block became current, those verified (kept) and rejected (masked again).
+    int ahead_committed = 0, ahead_verified = 0, ahead_rejected = 0;
     int n_masked = 0, n_draft = 0, n_visible = 0, n_stable = 0;  // generated positions by state
     // The window's rows by the state of their position (first sequence).
     int rows_masked = 0, rows_draft = 0, rows_committed = 0;
@@ -220,6 +232,7 @@ struct GenerateResult {
     int64_t rows_device = 0;     // rows the device computed (tile padding included)
     int64_t drafts_proposed = 0, drafts_accepted = 0, drafts_rejected = 0;
     int64_t drafts_accepted_early = 0;  // accepted below the commit rule's bar
+    int64_t ahead_committed = 0, ahead_verified = 0, ahead_rejected = 0;  // pipeline
     // Progressive revision, against the final canvas: a replacement that turned a token that
     // ends right into another (right_to_wrong) or a wrong one into the final (wrong_to_right);
     // remasks of a token that was (not) the final one.

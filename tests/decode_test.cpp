@@ -281,7 +281,7 @@ TEST(ShiftedLogits, EveryPolicyDecidesAPositionFromTheRowBefore) {
     }
 }
 
-TEST(ShiftedLogits, RevisionAndTokenDraftsAreRefused) {
+TEST(ShiftedLogits, RevisionAndThePipelineAreRefused) {
     if (!fs::exists(dream_fixture())) GTEST_SKIP() << "../shared/fixtures is absent: skipped";
     auto m = model::Model::load(dream_fixture().string());
     runtime::ThreadPool pool(1);
@@ -299,6 +299,17 @@ TEST(ShiftedLogits, RevisionAndTokenDraftsAreRefused) {
         err = e.what();
     }
     EXPECT_NE(err.find("--revise is not available for a model with shifted logits"),
+              std::string::npos)
+        << err;
+    o.revise.on = false;
+    err.clear();
+    try {
+        decode::make_policy("pipeline", *m, *dev, o, {299, 298, -1})
+            ->generate(std::vector<int32_t>{297, 65});
+    } catch (const Error& e) {
+        err = e.what();
+    }
+    EXPECT_NE(err.find("--policy pipeline is not available for a model with shifted logits"),
               std::string::npos)
         << err;
 }
@@ -346,7 +357,7 @@ TEST(Vanilla, ImpossibleOptionsAreRejectedClearly) {
             EXPECT_NO_THROW(decode::make_policy(name, name == "ar" ? *causal : *m, *dev, o, ids))
                 << name;
         }
-        EXPECT_EQ(decode::policy_names().size(), 8u);  // the seven of the step engine and ar, dream
+        EXPECT_EQ(decode::policy_names().size(), 9u);  // the step engine's seven, ar and dream
     }
     // A causal model cannot be decoded by a diffusion policy.
     auto ar = model::Model::load((data_dir() / "llama-causal.gguf").string());

@@ -2,7 +2,8 @@
 // the token-state invariants of every policy, multi-block speculation's drafts (never in the
 // cache that later steps treat as final, rejected ones back to masked), --lookahead 0 against
 // the policy without speculation, the lookahead rule on hand-made cost tables, several
-// generations in one forward, and shadow rows / slots / duplicate writes in runtime::Batch.
+// generations in one forward, the pipeline's ahead commits and their verification, and shadow
+// rows / slots / duplicate writes in runtime::Batch.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -16,6 +17,7 @@
 #include "decode/lookahead.h"
 #include "decode/noise.h"
 #include "decode/scheduler.h"
+#include "decode/trace.h"
 #include "model/model.h"
 #include "runtime/device.h"
 #include "tools/common.h"
@@ -585,6 +587,181 @@ TEST(Generator, ImpossibleSpeculationOptionsAreRejected) {
     opt.remasking = decode::Remasking::LowConfidence;
     opt.refresh = 2;
     EXPECT_THROW(decode::configure_diffusion("need", opt), Error);
+}
+
+// --- pipelined blocks ---
+
+namespace {
+
+// The pipeline's own invariants: commits lie in the step's block or the next one; a position
+// committed ahead of its block is resolved (kept or masked again) exactly once, at the first
+// step of its block, and a block is never left with such a position unresolved (the early stop
+// may fill it instead).
+void expect_pipeline_invariants(const Trace& t, int P, int block, const decode::TokenIds& ids) {
+    std::map<int32_t, int32_t> ahead;  // unresolved ahead commits: position -> token
+    int64_t committed = 0, verified = 0, rejected = 0;
+    int last_block = 0;
+    for (size_t i = 0; i < t.steps.size(); ++i) {
+        SCOPED_TRACE("step " + std::to_string(i));
+        const auto& st = t.steps[i];
+        EXPECT_GE(st.block, last_block);
+        const int b0 = P + st.block * block, b1 = b0 + block;
+        // Resolutions: the ahead commits of this block, at the block's first step.
+        int resolved = 0;
+        for (auto it = ahead.begin(); it != ahead.end();) {
+            if (it->first >= b1) {
+                ++it;
+                continue;
+            }
+            EXPECT_GE(it->first, b0) << "an earlier block ended with an unresolved position";
+            EXPECT_EQ(st.step_in_block, 0);
+            const bool kept =
+                t.canvas[i][it->first] == it->second && committed_state(t.states[i][it->first]);
+            const bool recommitted = std::find(t.committed[i].begin(), t.committed[i].end(),
+                                               it->first) != t.committed[i].end();
+            // Masked again, unless the commit rule took its new prediction in the same step.
+            if (!kept || recommitted) {
+                EXPECT_TRUE(t.states[i][it->first] == decode::TokenState::Masked || recommitted);
+            }
+            ++resolved;
+            it = ahead.erase(it);
+        }
+        EXPECT_EQ(resolved, st.ahead_verified + st.ahead_rejected);
+        int n_ahead = 0;
+        for (int32_t p : t.committed[i]) {
+            EXPECT_GE(p, b0);
+            EXPECT_LT(p, b1 + block);
+            EXPECT_NE(t.canvas[i][p], ids.mask);
+            if (p >= b1) {
+                ahead[p] = t.canvas[i][p];
+                ++n_ahead;
+            }
+        }
+        EXPECT_EQ(n_ahead, st.ahead_committed);
+        committed += st.ahead_committed;
+        verified += st.ahead_verified;
+        rejected += st.ahead_rejected;
+        last_block = st.block;
+    }
+    // Left unresolved only when the answer ended first: the stop filled them with end-of-text.
+    for (const auto& [p, tok] : ahead) {
+        EXPECT_TRUE(t.result.stopped_early) << p;
+        EXPECT_EQ(t.states.back()[p], decode::TokenState::Stable) << p;
+    }
+    EXPECT_EQ(committed, verified + rejected + static_cast<int64_t>(ahead.size()));
+    EXPECT_EQ(committed, t.result.ahead_committed);
+}
+
+}  // namespace
+
+// --pipeline-start 1: the next block never starts early, so the policy is need with the same
+// commit rule, step for step.
+TEST(Pipeline, StartOneIsNeed) {
+    Tiny tiny;
+    for (const char* text : kPrompts) {
+        SCOPED_TRACE(text);
+        auto opt = tiny.opt;
+        opt.pipeline_start = 1.0;
+        const auto prompt = tiny.prompt(text);
+        const Trace a = run(*tiny.lm.model, "pipeline", opt, tiny.lm.ids, prompt);
+        const Trace b = run(*tiny.lm.model, "need", tiny.opt, tiny.lm.ids, prompt);
+        EXPECT_EQ(a.result.canvas, b.result.canvas);
+        ASSERT_EQ(a.steps.size(), b.steps.size());
+        for (size_t i = 0; i < a.steps.size(); ++i) {
+            EXPECT_EQ(a.committed[i], b.committed[i]);
+            EXPECT_EQ(a.steps[i].rows, b.steps[i].rows);
+        }
+        EXPECT_EQ(a.result.ahead_committed, 0);
+    }
+}
+
+// The default pipeline on the trained model: commits ahead, verifies them at their block's
+// first step, keeps the cache's committed slots exact, and ends with everything stable.
+TEST(Pipeline, CommitsAheadVerifiesInBlockOrderAndKeepsTheCacheExact) {
+    Tiny tiny;
+    int64_t ahead = 0;
+    for (const char* text : kPrompts) {
+        SCOPED_TRACE(text);
+        auto opt = tiny.opt;
+        opt.early_stop = 0;
+        const auto prompt = tiny.prompt(text);
+        CacheCheck check;
+        check.on = true;
+        const Trace t =
+            run(*tiny.lm.model, "pipeline", opt, tiny.lm.ids, prompt, nullptr, 1, &check);
+        EXPECT_GT(check.checked, 0);
+        expect_pipeline_invariants(t, static_cast<int>(prompt.size()), opt.block, tiny.lm.ids);
+        for (size_t p = prompt.size(); p < t.states.back().size(); ++p)
+            EXPECT_EQ(t.states.back()[p], decode::TokenState::Stable) << p;
+        ahead += t.result.ahead_committed;
+    }
+    EXPECT_GT(ahead, 0);
+}
+
+// Verification has teeth: at --pipeline-accept 1 (and with every next-block prediction forced
+// in) most ahead commits are masked again, and the invariants still hold.
+TEST(Pipeline, RejectedAheadCommitsReturnToMasked) {
+    Tiny tiny;
+    auto opt = tiny.opt;
+    opt.pipeline_accept = 1.0;
+    opt.pipeline_min = 8;
+    const auto prompt = tiny.prompt("sort 75 71 54 77 85 25:");
+    const Trace t = run(*tiny.lm.model, "pipeline", opt, tiny.lm.ids, prompt);
+    expect_pipeline_invariants(t, static_cast<int>(prompt.size()), opt.block, tiny.lm.ids);
+    EXPECT_GT(t.result.ahead_rejected, 0);
+}
+
+// On the long model (128 tokens in blocks of 32), where blocks take several forwards, the
+// pipeline takes fewer forwards than need with the same commit rule.
+TEST(Pipeline, SavesForwardsOnTheLongModel) {
+    auto lm = tools::load_model(shipped("tiny-llada-l.gguf"));
+    decode::GenerateOptions opt;
+    opt.gen = 128;
+    opt.block = 32;
+    opt.steps = 128;
+    opt.threshold = 0.9;
+    int64_t nfe_pipe = 0, nfe_need = 0;
+    for (const char* text : {"0167070901+0000571880=", "0000000434*3=", "0676959035-0058250369=",
+                             "lcum 94285770209565315689:"}) {
+        const auto prompt = lm.tok->encode(text, lm.tok->add_bos_default(), false);
+        const Trace p = run(*lm.model, "pipeline", opt, lm.ids, prompt);
+        const Trace n = run(*lm.model, "need", opt, lm.ids, prompt);
+        expect_pipeline_invariants(p, static_cast<int>(prompt.size()), opt.block, lm.ids);
+        nfe_pipe += p.result.stats.forwards;
+        nfe_need += n.result.stats.forwards;
+    }
+    EXPECT_LT(nfe_pipe, nfe_need);
+}
+
+TEST(Pipeline, ImpossibleOptionsAreRejectedByName) {
+    auto expect_error = [](decode::GenerateOptions o, const std::string& want) {
+        std::string err;
+        try {
+            decode::configure_diffusion("pipeline", o);
+        } catch (const Error& e) {
+            err = e.what();
+        }
+        EXPECT_NE(err.find(want), std::string::npos) << err;
+    };
+    decode::GenerateOptions o;
+    o.pipeline_start = 1.5;
+    expect_error(o, "--pipeline-start must be a share of the block in [0, 1]");
+    o.pipeline_start = 0.0;
+    o.pipeline_accept = 0.0;
+    expect_error(o, "--pipeline-accept must be in (0, 1]");
+    o.pipeline_accept = 0.1;
+    o.pipeline_threshold = 0.0;
+    expect_error(o, "--pipeline-threshold must be in (0, 1]");
+    o.pipeline_threshold = 0.7;
+    o.pipeline_min = -1;
+    expect_error(o, "--pipeline-min must be >= 0");
+    o.pipeline_min = 1;
+    o.revise.on = true;
+    expect_error(o, "--revise cannot be combined with --policy pipeline");
+    o.revise.on = false;
+    decode::DecisionTrace trace;
+    o.replay = &trace;
+    expect_error(o, "--replay cannot drive --policy pipeline");
 }
 
 // --- row addressing ---

@@ -87,6 +87,23 @@ void DecodeFlags::add_to(ArgTable& args) {
     args.flag({"--calibrate"},
               "measure this host's forward cost by row count again (auto lookahead on cpu)",
               &calibrate);
+    args.section("Pipelined blocks (--policy pipeline)");
+    args.real({"--pipeline-start"}, "S",
+              "the next block starts decoding beside the current one once a share S of the\n"
+              "current block is committed (default 0: from the block's first step; 1: never,\n"
+              "i.e. --policy need)",
+              &opt.pipeline_start, 0.0, 1.0);
+    args.real({"--pipeline-threshold"}, "TAU",
+              "the next block commits its positions with confidence >= TAU (default 0.7)",
+              &opt.pipeline_threshold, 0.0, 1.0);
+    args.integer({"--pipeline-min"}, "N",
+                 "... and at least its N most confident positions each step (default 1)",
+                 &opt.pipeline_min, 0, 1 << 20);
+    args.real({"--pipeline-accept"}, "P",
+              "a position committed ahead counts when its own block's first forward, fed the\n"
+              "mask there, predicts the same token with confidence >= P (default 0.1); else it\n"
+              "is masked again",
+              &opt.pipeline_accept, 0.0, 1.0);
     args.section("Progressive revision (--revise; policies threshold, dual-cache, mbsd, ...)");
     args.flag({"--revise"},
               "keep committed tokens revisable: a check row (the mask at the position, which\n"
@@ -197,11 +214,12 @@ void DecodeFlags::finish(const ArgTable& args, const model::Model& model) {
     }
     if (args.given("--factor") && opt.factor == 0.0)
         throw Error("--factor 0 is not a factor: give F > 0, or leave it out");
-    if (args.given("--steps") &&
-        (opt.threshold > 0.0 || opt.factor > 0.0 || policy == "threshold")) {
+    if (args.given("--steps") && (opt.threshold > 0.0 || opt.factor > 0.0 ||
+                                  policy == "threshold" || policy == "pipeline")) {
         throw Error(
             "--steps applies to the step schedule; with a parallel commit rule "
-            "(--threshold, --factor, --policy threshold) a block takes as many steps as "
+            "(--threshold, --factor, --policy threshold or pipeline) a block takes as many steps "
+            "as "
             "it needs");
     }
     if (remasking == "low_confidence") {
@@ -233,6 +251,12 @@ void DecodeFlags::finish(const ArgTable& args, const model::Model& model) {
          {"--lookahead", "--lookahead-mem", "--accept", "--draft-input", "--calibrate"}) {
         if (args.given(f) && !mbsd) {
             throw Error(std::string(f) + " applies to --policy mbsd, not " + policy);
+        }
+    }
+    for (const char* f :
+         {"--pipeline-start", "--pipeline-threshold", "--pipeline-min", "--pipeline-accept"}) {
+        if (args.given(f) && policy != "pipeline") {
+            throw Error(std::string(f) + " applies to --policy pipeline, not " + policy);
         }
     }
     opt.lookahead = parse_auto_count("--lookahead", lookahead, 0, 1 << 20, "a row count >= 0");

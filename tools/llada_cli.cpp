@@ -149,6 +149,11 @@ int main(int argc, char** argv) {
                            {"accepted", res.drafts_accepted},
                            {"accepted_early", res.drafts_accepted_early},
                            {"rejected", res.drafts_rejected}};
+            if (std::string(policy->name()) == "pipeline") {
+                j["ahead"] = {{"committed", res.ahead_committed},
+                              {"verified", res.ahead_verified},
+                              {"rejected", res.ahead_rejected}};
+            }
             if (dec.opt.revise.on) j["revision"] = tools::revision_json(res.revision);
             j["wall_s"] = res.wall_s;
             j["tokens_per_s"] = tok_s;

@@ -41,9 +41,10 @@ GoldRevisions gold_revisions(const decode::GenerateResult& r, const std::vector<
 struct Tally {
     int64_t n = 0, correct = 0, nfe = 0, rows = 0, lm_head_rows = 0, rows_device = 0;
     int64_t drafts_proposed = 0, drafts_accepted = 0, drafts_rejected = 0, drafts_early = 0;
-    decode::GenerateResult::Revision rv;  // summed over problems
-    int64_t tokens = 0;                   // positions the policy decided
-    int64_t answer_tokens = 0;            // tokens before the first EOS
+    int64_t ahead_committed = 0, ahead_verified = 0, ahead_rejected = 0;  // pipeline
+    decode::GenerateResult::Revision rv;                                  // summed over problems
+    int64_t tokens = 0;         // positions the policy decided
+    int64_t answer_tokens = 0;  // tokens before the first EOS
     double wall_s = 0.0;
 
     GoldRevisions gold;
@@ -70,6 +71,9 @@ struct Tally {
         drafts_accepted += r.drafts_accepted;
         drafts_rejected += r.drafts_rejected;
         drafts_early += r.drafts_accepted_early;
+        ahead_committed += r.ahead_committed;
+        ahead_verified += r.ahead_verified;
+        ahead_rejected += r.ahead_rejected;
         const auto& a = r.revision;
         rv.checks += a.checks;
         rv.refreshes += a.refreshes;
@@ -123,7 +127,13 @@ struct Tally {
                 // Progressive revision: totals over the problems (not per problem).
                 {"revision", tools::revision_json(rv)},
                 {"revision_vs_answer", gold_json(gold)},
-                {"tts", tts_json()}};
+                {"tts", tts_json()},
+                // pipeline: per problem, positions committed ahead of their block and how their
+                // verification went.
+                {"ahead",
+                 {{"committed", ahead_committed / dn},
+                  {"verified", ahead_verified / dn},
+                  {"rejected", ahead_rejected / dn}}}};
     }
 
     nlohmann::json tts_json() const {
@@ -325,6 +335,11 @@ int main(int argc, char** argv) {
                                {"accepted", o.res.drafts_accepted},
                                {"accepted_early", o.res.drafts_accepted_early},
                                {"rejected", o.res.drafts_rejected}};
+                if (o.res.ahead_committed > 0) {
+                    j["ahead"] = {{"committed", o.res.ahead_committed},
+                                  {"verified", o.res.ahead_verified},
+                                  {"rejected", o.res.ahead_rejected}};
+                }
                 if (o.res.revision.checks > 0) {
                     j["revision"] = tools::revision_json(o.res.revision);
                     j["revision_vs_answer"] = gold_json(o.gold);
@@ -377,6 +392,13 @@ int main(int argc, char** argv) {
                              {"lookahead", dec.lookahead},
                              {"accept", dec.opt.accept},
                              {"draft_input", dec.draft_input}};
+        const bool pipelined = std::string(policy.name()) == "pipeline";
+        if (pipelined) {
+            report["options"]["pipeline_start"] = dec.opt.pipeline_start;
+            report["options"]["pipeline_threshold"] = dec.opt.pipeline_threshold;
+            report["options"]["pipeline_min"] = dec.opt.pipeline_min;
+            report["options"]["pipeline_accept"] = dec.opt.pipeline_accept;
+        }
         nlohmann::json tasks = nlohmann::json::object();
         for (const auto& [name, t] : per_task)
             tasks[name] = t.to_json();
@@ -388,6 +410,11 @@ int main(int argc, char** argv) {
             report.erase("tts");
             for (auto& [name, t] : report["per_task"].items())
                 t.erase("tts");
+        }
+        if (!pipelined) {
+            report.erase("ahead");
+            for (auto& [name, t] : report["per_task"].items())
+                t.erase("ahead");
         }
         if (json) {
             std::printf("%s\n", report.dump(1).c_str());
@@ -409,6 +436,14 @@ int main(int argc, char** argv) {
         for (const auto& [name, t] : tasks.items())
             row(name, t);
         row("overall", report);
+        if (pipelined) {
+            std::printf(
+                "ahead of their block per problem: %.1f committed, %.1f verified, %.1f "
+                "rejected\n",
+                report["ahead"]["committed"].get<double>(),
+                report["ahead"]["verified"].get<double>(),
+                report["ahead"]["rejected"].get<double>());
+        }
         if (report["drafts_proposed"].get<double>() > 0) {
             std::printf(
                 "drafts per problem: %.1f proposed, %.1f accepted, %.1f rejected "
