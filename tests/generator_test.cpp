@@ -173,6 +173,16 @@ struct Tiny {
     }
 };
 
+// Two runs that decode alike: the same canvas, and step for step the same commits and rows.
+void expect_same_steps(const Trace& a, const Trace& b) {
+    EXPECT_EQ(a.result.canvas, b.result.canvas);
+    ASSERT_EQ(a.steps.size(), b.steps.size());
+    for (size_t i = 0; i < a.steps.size(); ++i) {
+        EXPECT_EQ(a.committed[i], b.committed[i]);
+        EXPECT_EQ(a.steps[i].rows, b.steps[i].rows);
+    }
+}
+
 const char* kPrompts[] = {
     "sort 75 71 54 77 85 25:", "6238+0032=", "0784-0542=", "sort 38 27 91 54 66 12:", "4721+3987="};
 
@@ -229,12 +239,7 @@ TEST(Generator, LookaheadZeroIsThePolicyWithoutSpeculation) {
         const auto prompt = tiny.prompt(text);
         const Trace a = run(*tiny.lm.model, "mbsd", opt, tiny.lm.ids, prompt);
         const Trace b = run(*tiny.lm.model, "need", tiny.opt, tiny.lm.ids, prompt);
-        EXPECT_EQ(a.result.canvas, b.result.canvas);
-        ASSERT_EQ(a.steps.size(), b.steps.size());
-        for (size_t i = 0; i < a.steps.size(); ++i) {
-            EXPECT_EQ(a.committed[i], b.committed[i]);
-            EXPECT_EQ(a.steps[i].rows, b.steps[i].rows);
-        }
+        expect_same_steps(a, b);
         EXPECT_EQ(a.result.drafts_proposed, 0);
     }
 }
@@ -665,12 +670,7 @@ TEST(Pipeline, StartOneIsNeed) {
         const auto prompt = tiny.prompt(text);
         const Trace a = run(*tiny.lm.model, "pipeline", opt, tiny.lm.ids, prompt);
         const Trace b = run(*tiny.lm.model, "need", tiny.opt, tiny.lm.ids, prompt);
-        EXPECT_EQ(a.result.canvas, b.result.canvas);
-        ASSERT_EQ(a.steps.size(), b.steps.size());
-        for (size_t i = 0; i < a.steps.size(); ++i) {
-            EXPECT_EQ(a.committed[i], b.committed[i]);
-            EXPECT_EQ(a.steps[i].rows, b.steps[i].rows);
-        }
+        expect_same_steps(a, b);
         EXPECT_EQ(a.result.ahead_committed, 0);
     }
 }
