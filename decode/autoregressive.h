@@ -1,26 +1,28 @@
-// The autoregressive loop behind the `ar` policy and its test-time scaling (decode/tts.h): one
-// token per step for each of n generations of one prompt, in one batch.
+// The `ar` policy as a stepper (decode/stepper.h): token-by-token decoding of a causal model,
+// the autoregressive baseline, on the same Scheduler as the diffusion policies.
 #pragma once
 
+#include <memory>
 #include <span>
-#include <vector>
 
 #include "decode/policy.h"
+#include "decode/stepper.h"
 
 namespace llada::decode {
 
-// The prompt is prefilled once (sequence 0) and its K/V copied to every generation's sequence;
-// each later step is one forward of one row per live generation (its newest token against its
-// own cache). Generation k samples with seed opt.seed + k (opt.noise, when given, serves a
-// single generation). Every step's token is checked as the policy alone checks it (a finite
-// logit, a spellable id). `on_step` is called after each step when n == 1. Throws llada::Error
-// for a bidirectional model, --cfg, an empty or out-of-vocabulary prompt, n < 1. `batch`, when
-// given, receives the batch's counts (forwards and rows of all generations together).
-std::vector<GenerateResult> autoregressive_generate(const model::Model& model,
-                                                    runtime::Device& device,
-                                                    const GenerateOptions& opt, const TokenIds& ids,
-                                                    std::span<const int32_t> prompt, int n,
-                                                    const StepCallback& on_step = nullptr,
-                                                    model::ForwardStats* batch = nullptr);
+// Rejects what no autoregressive generation can run, naming it: a bidirectional model, a
+// non-positive --gen, a negative temperature, --cfg.
+void check_autoregressive(const model::Model& model, const GenerateOptions& opt);
+
+// The first step prefills the prompt (its rows write the prompt's K/V; the last one predicts);
+// each later step is one row, the newest token against the generation's cache. A step's token
+// is checked as the policy's (a finite logit, a spellable id); generation ends at EOS / end of
+// turn or after `gen` tokens, the positions after an early stop reading as end of text. The
+// generation samples with opt.noise, else with its own noise of seed opt.seed. Candidates of one
+// prompt share the prefill on the Scheduler (identical rows are computed once). Throws
+// llada::Error for what check_autoregressive refuses, an empty or out-of-vocabulary prompt, a
+// canvas past the context.
+std::unique_ptr<Stepper> make_ar_stepper(const model::Model& model, const GenerateOptions& opt,
+                                         const TokenIds& ids, std::span<const int32_t> prompt);
 
 }  // namespace llada::decode

@@ -112,29 +112,46 @@ std::vector<int> top_positions(const std::vector<double>& score, int k) {
     return idx;
 }
 
-// One candidate of Dream's sampler: its canvas, noise and scratch; a step is begin() (the rows
-// that predict its masked positions) and end() (sampling and writing from those rows' logits).
-class DreamCandidate {
+// One generation of Dream's sampler as a stepper: a step is every canvas row (a full forward,
+// as Dream's sampler computes it), those that predict masked positions through the LM head as
+// logits rows; then sampling and writing from them. A step with nothing masked runs no rows.
+class DreamStepper : public Stepper {
   public:
-    DreamCandidate(const model::Model& model, const GenerateOptions& opt, const TokenIds& ids,
-                   std::span<const int32_t> prompt, NoiseSource& noise,
-                   const std::vector<float>& ts)
-        : opt_(opt), d_(opt.dream), ids_(ids), noise_(noise), ts_(ts) {
+    DreamStepper(const model::Model& model, const GenerateOptions& opt, const TokenIds& ids,
+                 std::span<const int32_t> prompt)
+        : opt_(opt), d_(opt_.dream), ids_(ids), own_noise_(opt.seed) {
+        check_dream_options(model, opt, ids);
         P_ = static_cast<int>(prompt.size());
+        if (P_ == 0) throw Error("policy 'dream' needs a prompt of at least one token");
+        check_canvas_fits(model, P_, opt.gen);
+        check_prompt_ids(model, prompt);
+        noise_ = opt_.noise ? opt_.noise : &own_noise_;
+        ts_ = dream_timesteps(opt.steps, static_cast<float>(d_.eps));
         L_ = P_ + opt.gen;
         V_ = model.hparams().n_vocab;
         shift_ = model.hparams().shift_logits;
         res_.prompt_len = P_;
         res_.canvas.assign(prompt.begin(), prompt.end());
         res_.canvas.resize(L_, ids.mask);
+        res_.steps.reserve(opt.steps);
+        states_.assign(L_, TokenState::Masked);
+        for (int p = 0; p < P_; ++p)
+            states_[p] = TokenState::Stable;
+        drafts_.assign(L_, -1);
+        req_.rows.reserve(L_);
+        req_.kv_len.assign(1, L_);
+        req_.need_logits = true;
     }
 
-    // Step i's output rows (canvas positions; empty when nothing is masked any more).
-    const std::vector<int32_t>& begin(int i) {
+    int n_seq() const override { return 1; }
+    int canvas_len() const override { return L_; }
+    bool done() const override { return step_ == opt_.steps; }
+
+    const StepRequest& plan_step() override {
         t0_ = std::chrono::steady_clock::now();
         info_ = StepInfo{};
-        info_.step = i;
-        info_.step_in_block = i;
+        info_.step = step_;
+        info_.step_in_block = step_;
         masked_.clear();
         for (int p = 0; p < L_; ++p)
             if (res_.canvas[p] == ids_.mask) masked_.push_back(p);
@@ -147,42 +164,58 @@ class DreamCandidate {
             if (rows_.empty() || rows_.back() != r) rows_.push_back(r);
             row_of_[j] = static_cast<int32_t>(rows_.size()) - 1;
         }
-        return rows_;
+        req_.rows.clear();
+        if (!rows_.empty()) {
+            size_t k = 0;
+            for (int p = 0; p < L_; ++p) {
+                const bool predict = k < rows_.size() && rows_[k] == p;
+                k += predict;
+                req_.rows.push_back({res_.canvas[p], p, 0, p, -1, predict});
+            }
+        }
+        return req_;
     }
 
-    // Step i from the logits of begin()'s rows (null when it had none); `window_rows` is what
-    // the forward computed for this candidate.
-    void end(int i, const float* logits, int64_t window_rows) {
+    void apply(std::span<const RowPrediction> preds, std::span<const RowPrediction>) override {
         if (!masked_.empty()) {
-            info_.rows = window_rows;
+            info_.rows = L_;
             info_.lm_head_rows = static_cast<int64_t>(rows_.size());
-            sample_and_write(i, logits);
+            sample_and_write(step_, preds);
             res_.stats.forwards += 1;
             res_.stats.rows += info_.rows;
             res_.stats.lm_head_rows += info_.lm_head_rows;
         }
         info_.committed = static_cast<int>(committed_.size());
-        info_.rows_device = info_.rows;
-        res_.rows_device += info_.rows;
         info_.n_masked =
             static_cast<int>(std::count(res_.canvas.begin() + P_, res_.canvas.end(), ids_.mask));
         info_.n_stable = opt_.gen - info_.n_masked;
         info_.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0_)
                        .count();
         res_.steps.push_back(info_);
+        ++step_;
     }
 
-    GenerateResult& result() { return res_; }
-    const std::vector<int32_t>& committed() const { return committed_; }
+    void record_cost(int64_t device_rows, double ms) override {
+        record_step_cost(res_, device_rows, ms);
+    }
+
+    const ReviseOptions& revise_options() const override { return opt_.revise; }
+    const GenerateResult& result() const override { return res_; }
+    GenerateResult take_result() override { return std::move(res_); }
+    std::span<const TokenState> states() const override { return states_; }
+    std::span<const int32_t> drafts() const override { return drafts_; }
+    StepEvent event() const override {
+        return {last_step(), opt_.steps, P_, res_.canvas, committed_};
+    }
 
   private:
     // Samples the rows `which` (indices into masked_): tokens and confidences.
-    void sample(const float* logits, const std::vector<int>& which) {
+    void sample(std::span<const RowPrediction> preds, const std::vector<int>& which) {
         tok_.assign(which.size(), -1);
         conf_.assign(which.size(), 0.0);
-        if (opt_.temperature > 0.0) noise_.next_draw(static_cast<int64_t>(which.size()) * V_);
+        if (opt_.temperature > 0.0) noise_->next_draw(static_cast<int64_t>(which.size()) * V_);
         for (size_t r = 0; r < which.size(); ++r) {
-            const float* row = logits + static_cast<int64_t>(row_of_[which[r]]) * V_;
+            const float* row = preds[row_of_[which[r]]].logits;
             filtered_probs(row, V_, d_, opt_.temperature, x_, scratch_);
             int32_t best = 0;
             if (opt_.temperature > 0.0) {
@@ -191,7 +224,7 @@ class DreamCandidate {
                     sum += p;
                 double best_v = -1.0;
                 for (int64_t v = 0; v < V_; ++v) {
-                    const double q = -std::log(noise_.at(static_cast<int64_t>(r) * V_ + v));
+                    const double q = -std::log(noise_->at(static_cast<int64_t>(r) * V_ + v));
                     const double val = x_[v] / sum / q;
                     if (val > best_v) {
                         best_v = val;
@@ -225,7 +258,7 @@ class DreamCandidate {
         }
     }
 
-    void sample_and_write(int i, const float* logits) {
+    void sample_and_write(int i, std::span<const RowPrediction> preds) {
         const float t = ts_[i], s = ts_[i + 1];
         const bool last = i == opt_.steps - 1;
         const int n_mask = static_cast<int>(masked_.size());
@@ -233,11 +266,11 @@ class DreamCandidate {
         std::vector<int32_t> write;
         if (d_.alg == "origin") {
             const float ratio = last ? 1.0f : 1.0f - s / t;
-            noise_.next_draw(n_mask);
+            noise_->next_draw(n_mask);
             std::vector<int> sel;
             for (int j = 0; j < n_mask; ++j)
-                if (noise_.at(j) < static_cast<double>(ratio)) sel.push_back(j);
-            if (!sel.empty()) sample(logits, sel);
+                if (noise_->at(j) < static_cast<double>(ratio)) sel.push_back(j);
+            if (!sel.empty()) sample(preds, sel);
             for (size_t r = 0; r < sel.size(); ++r) {
                 chosen.push_back(masked_[sel[r]]);
                 write.push_back(tok_[r]);
@@ -245,7 +278,7 @@ class DreamCandidate {
         } else {
             std::vector<int> all(n_mask);
             std::iota(all.begin(), all.end(), 0);
-            sample(logits, all);
+            sample(preds, all);
             const float ratio = 1.0f - s / t;
             const float prod = static_cast<float>(n_mask) * ratio;
             const int k = last ? n_mask : static_cast<int>(prod);
@@ -264,9 +297,9 @@ class DreamCandidate {
                         e = std::exp(e - mx);
                         sum += e;
                     }
-                    noise_.next_draw(L_);
+                    noise_->next_draw(L_);
                     for (int p = 0; p < L_; ++p)
-                        full[p] = full[p] / sum / -std::log(noise_.at(p));
+                        full[p] = full[p] / sum / -std::log(noise_->at(p));
                 }
                 chosen = top_positions(full, k);
             }
@@ -281,20 +314,25 @@ class DreamCandidate {
         for (size_t c = 0; c < chosen.size(); ++c) {
             if (write[c] != ids_.mask) check_spellable(ids_, write[c], chosen[c]);
             res_.canvas[chosen[c]] = write[c];
+            states_[chosen[c]] = write[c] == ids_.mask ? TokenState::Masked : TokenState::Visible;
             committed_.push_back(chosen[c]);
         }
     }
 
-    const GenerateOptions& opt_;
+    GenerateOptions opt_;
     const DreamOptions& d_;
-    const TokenIds& ids_;
-    NoiseSource& noise_;
-    const std::vector<float>& ts_;
-    int P_ = 0, L_ = 0;
+    TokenIds ids_;
+    CounterNoise own_noise_;
+    NoiseSource* noise_ = nullptr;
+    std::vector<float> ts_;
+    int P_ = 0, L_ = 0, step_ = 0;
     int64_t V_ = 0;
     bool shift_ = false;
     GenerateResult res_;
     StepInfo info_;
+    StepRequest req_;
+    std::vector<TokenState> states_;
+    std::vector<int32_t> drafts_;
     std::chrono::steady_clock::time_point t0_;
     std::vector<int> masked_;
     std::vector<int32_t> rows_, row_of_, tok_, committed_;
@@ -302,7 +340,8 @@ class DreamCandidate {
     FilterScratch scratch_;
 };
 
-// Rejects what Dream's sampler cannot run, naming it.
+}  // namespace
+
 void check_dream_options(const model::Model& model, const GenerateOptions& opt,
                          const TokenIds& ids) {
     const DreamOptions& d = opt.dream;
@@ -337,107 +376,9 @@ void check_dream_options(const model::Model& model, const GenerateOptions& opt,
         throw Error("--remasking applies to the LLaDA policies; Dream's is --dream-alg");
 }
 
-class DreamPolicy : public Policy {
-  public:
-    DreamPolicy(const model::Model& model, runtime::Device& device, const GenerateOptions& opt,
-                const TokenIds& ids)
-        : model_(model), device_(device), opt_(opt), ids_(ids) {
-        check_dream_options(model, opt, ids);
-    }
-
-    const char* name() const override { return "dream"; }
-
-    GenerateResult generate(std::span<const int32_t> prompt, const StepCallback& on_step) override {
-        return std::move(dream_batch(model_, device_, opt_, ids_, prompt, 1, on_step)[0]);
-    }
-
-  private:
-    const model::Model& model_;
-    runtime::Device& device_;
-    GenerateOptions opt_;
-    TokenIds ids_;
-};
-
-}  // namespace
-
-std::vector<GenerateResult> dream_batch(const model::Model& model, runtime::Device& device,
-                                        const GenerateOptions& opt, const TokenIds& ids,
-                                        std::span<const int32_t> prompt, int n,
-                                        const StepCallback& on_step, model::ForwardStats* batch) {
-    const auto t0 = std::chrono::steady_clock::now();
-    check_dream_options(model, opt, ids);
-    if (n < 1) throw Error("dream generation of " + std::to_string(n) + " candidates");
-    if (opt.noise != nullptr && n > 1) throw Error("--tts draws each candidate's own noise");
-    const int P = static_cast<int>(prompt.size());
-    if (P == 0) throw Error("policy 'dream' needs a prompt of at least one token");
-    check_canvas_fits(model, P, opt.gen);
-    check_prompt_ids(model, prompt);
-    const int L = P + opt.gen;
-    const int64_t V = model.hparams().n_vocab;
-    model::Session session(model, device, n, L, int64_t{n} * L, int64_t{n} * L, opt.kernels);
-    const std::vector<float> ts = dream_timesteps(opt.steps, static_cast<float>(opt.dream.eps));
-    std::vector<CounterNoise> own;
-    for (int k = 0; k < n; ++k)
-        own.emplace_back(opt.seed + static_cast<uint64_t>(k));
-    std::vector<std::unique_ptr<DreamCandidate>> cands;
-    for (int k = 0; k < n; ++k) {
-        NoiseSource& noise = opt.noise ? *opt.noise : own[k];
-        cands.push_back(std::make_unique<DreamCandidate>(model, opt, ids, prompt, noise, ts));
-    }
-    // Each step: every candidate with masked positions adds its whole canvas on its own
-    // sequence (a full forward, as Dream's sampler computes it) and its output rows.
-    std::vector<int32_t> tok, pos, seq, outs, kv_len(n, L);
-    std::vector<size_t> first_out(n), n_out(n);
-    for (int i = 0; i < opt.steps; ++i) {
-        tok.clear();
-        pos.clear();
-        seq.clear();
-        outs.clear();
-        for (int k = 0; k < n; ++k) {
-            const std::vector<int32_t>& rows = cands[k]->begin(i);
-            first_out[k] = outs.size();
-            n_out[k] = rows.size();
-            if (rows.empty()) continue;
-            const int32_t base = static_cast<int32_t>(tok.size());
-            const auto& canvas = cands[k]->result().canvas;
-            for (int p = 0; p < L; ++p) {
-                tok.push_back(canvas[p]);
-                pos.push_back(p);
-                seq.push_back(k);
-            }
-            for (int32_t r : rows)
-                outs.push_back(base + r);
-        }
-        const float* logits = nullptr;
-        if (!tok.empty()) {
-            const runtime::Batch b{
-                static_cast<int64_t>(tok.size()),  tok.data(),  pos.data(),   seq.data(),
-                static_cast<int64_t>(outs.size()), outs.data(), kv_len.data()};
-            logits = session.forward(b);
-        }
-        for (int k = 0; k < n; ++k) {
-            cands[k]->end(i, n_out[k] ? logits + static_cast<int64_t>(first_out[k]) * V : nullptr,
-                          n_out[k] ? L : 0);
-            if (on_step && n == 1) {
-                GenerateResult& r = cands[k]->result();
-                on_step({r.steps.back(), opt.steps, P, r.canvas, cands[k]->committed()});
-            }
-        }
-    }
-    if (batch) *batch = session.stats();
-    const double wall =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::vector<GenerateResult> out;
-    for (auto& c : cands) {
-        c->result().wall_s = wall;
-        out.push_back(std::move(c->result()));
-    }
-    return out;
-}
-
-std::unique_ptr<Policy> make_dream_policy(const model::Model& model, runtime::Device& device,
-                                          const GenerateOptions& options, const TokenIds& ids) {
-    return std::make_unique<DreamPolicy>(model, device, options, ids);
+std::unique_ptr<Stepper> make_dream_stepper(const model::Model& model, const GenerateOptions& opt,
+                                            const TokenIds& ids, std::span<const int32_t> prompt) {
+    return std::make_unique<DreamStepper>(model, opt, ids, prompt);
 }
 
 }  // namespace llada::decode

@@ -1,23 +1,26 @@
-// Dream's own sampler (the `dream` policy, decode/dream.cpp) for n candidates of one prompt in
-// one batch: test-time scaling's candidates and the policy alone (n = 1) run the same loop.
+// Dream's own sampler (the `dream` policy, decode/dream.cpp) as a stepper (decode/stepper.h):
+// the policy alone, test-time scaling's candidates and the server's requests run it on the
+// Scheduler.
 #pragma once
 
+#include <memory>
 #include <span>
-#include <vector>
 
 #include "decode/policy.h"
+#include "decode/stepper.h"
 
 namespace llada::decode {
 
-// Each step, every candidate that still has masked positions adds its whole canvas, on its own
-// cache sequence, to one forward. Candidate k samples with seed opt.seed + k (opt.noise, when
-// given, serves a single candidate). `on_step` is called after each step when n == 1; `batch`,
-// when given, receives the batch's counts. Throws llada::Error for the options the policy
-// refuses and for n < 1.
-std::vector<GenerateResult> dream_batch(const model::Model& model, runtime::Device& device,
-                                        const GenerateOptions& opt, const TokenIds& ids,
-                                        std::span<const int32_t> prompt, int n,
-                                        const StepCallback& on_step = nullptr,
-                                        model::ForwardStats* batch = nullptr);
+// Rejects what Dream's sampler cannot run, naming it (a causal model, no mask token, the
+// LLaDA policies' options, out-of-range --dream-alg / --eps / --top-p / --top-k / --alg-temp).
+void check_dream_options(const model::Model& model, const GenerateOptions& opt,
+                         const TokenIds& ids);
+
+// Each step computes the whole canvas on the generation's own cache sequence and samples its
+// masked positions; the generation ends after opt.steps steps. It samples with opt.noise, else
+// with its own noise of seed opt.seed. Throws llada::Error for what check_dream_options
+// refuses, an empty or out-of-vocabulary prompt, a canvas past the context.
+std::unique_ptr<Stepper> make_dream_stepper(const model::Model& model, const GenerateOptions& opt,
+                                            const TokenIds& ids, std::span<const int32_t> prompt);
 
 }  // namespace llada::decode

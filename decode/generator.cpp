@@ -162,10 +162,6 @@ int rows_per_position(const DiffusionConfig& cfg, const GenerateOptions& opt) {
     return cfg.speculate && opt.draft_input == DraftInput::Token ? 2 : 1;
 }
 
-int sequences_per_generation(const GenerateOptions& opt) {
-    return opt.cfg > 0.0 ? 2 : 1;
-}
-
 SessionShape session_shape(const DiffusionConfig& cfg, const GenerateOptions& opt, int canvas_len,
                            int n) {
     SessionShape s;
@@ -178,14 +174,8 @@ SessionShape session_shape(const DiffusionConfig& cfg, const GenerateOptions& op
         s.n_pos = 2 * int64_t{canvas_len};
         s.rows = std::max(s.rows, 2 * int64_t{s.n_seq} * canvas_len);
     }
+    s.outs = s.rows;
     return s;
-}
-
-runtime::KvCache session_cache(const model::Model& model, const SessionShape& shape,
-                               const GenerateOptions& opt) {
-    const model::Hparams& hp = model.hparams();
-    return runtime::KvCache(hp.n_layer, shape.n_seq, static_cast<int>(shape.n_pos), hp.n_kv_head,
-                            hp.head_dim, opt.kernels.kv_f16);
 }
 
 Generator::Generator(const model::Model& model, const GenerateOptions& opt, const TokenIds& ids,
@@ -798,10 +788,12 @@ void Generator::apply(std::span<const RowPrediction> preds,
 }
 
 void Generator::record_cost(int64_t device_rows, double ms) {
-    StepInfo& s = res_.steps.back();
-    res_.rows_device += device_rows - s.rows_device;
-    s.rows_device = device_rows;
-    s.ms = ms;
+    record_step_cost(res_, device_rows, ms);
+}
+
+StepEvent Generator::event() const {
+    const int total = cfg_.rule == CommitRule::Schedule ? opt_.steps : opt_.gen;
+    return {last_step(), total, P_, res_.canvas, committed_, state_, draft_tok_, revised_};
 }
 
 GenerateResult Generator::take_result() {

@@ -12,6 +12,7 @@
 #include "decode/noise.h"
 #include "decode/policy.h"
 #include "decode/sampling.h"
+#include "decode/stepper.h"
 #include "kernels/kernels.h"
 
 namespace llada::decode {
@@ -40,107 +41,48 @@ DiffusionConfig configure_diffusion(const std::string& name, const GenerateOptio
 // Window rows a step may ask for per canvas position and sequence: 2 when drafts are fed as
 // tokens (a writer row and a shadow row), else 1. Sessions are sized with it.
 int rows_per_position(const DiffusionConfig& cfg, const GenerateOptions& opt);
-// KV-cache sequences one generation holds: 2 under classifier-free guidance (--cfg: the
-// conditional and the unconditional canvas), else 1.
-int sequences_per_generation(const GenerateOptions& opt);
-// The session `n` generations of one configuration need on a canvas of canvas_len positions:
-// the one shape the CLI's policies, test-time scaling and the server size their sessions by.
-struct SessionShape {
-    int n_seq = 1;      // KV-cache sequences
-    int64_t rows = 0;   // window rows (and output rows) a forward may carry
-    int64_t n_pos = 0;  // cache slots per sequence: the canvas (and --revise-tail dense's scratch)
-};
+// The session `n` generations of one diffusion configuration need on a canvas of canvas_len
+// positions (decode/stepper.h has the one for any policy).
 SessionShape session_shape(const DiffusionConfig& cfg, const GenerateOptions& opt, int canvas_len,
                            int n = 1);
-// The KV cache of that shape (its scratch slots may lie past the model's context; the canvas
-// itself must fit, check_canvas_fits).
-runtime::KvCache session_cache(const model::Model& model, const SessionShape& shape,
-                               const GenerateOptions& opt);
 
-// One window row a generation asks for. `seq` is the generation's own sequence index (0, or 1
-// for the unconditional branch of classifier-free guidance); the scheduler maps it onto a KV
-// cache sequence. The row's K/V go to `slot` of that sequence (-1: nowhere); it attends to the
-// sequence's slots [0, kv_len) except `exclude` (-1: none).
-struct RowRequest {
-    int32_t token = 0;
-    int32_t pos = 0;
-    int32_t seq = 0;
-    int32_t slot = -1;
-    int32_t exclude = -1;
-    bool predict = false;  // the row's prediction is needed (it goes through the LM head)
-    // Attends to its own K/V (written to `slot`, a scratch slot beyond kv_len) in place of
-    // `exclude`: a revision check sees a mask at its position (runtime::Batch::own_key).
-    bool own_key = false;
-};
-
-struct StepRequest {
-    std::vector<RowRequest> rows;
-    std::vector<int32_t> kv_len;  // per own sequence
-    bool need_logits = false;     // vocabulary-wide logits rows (T > 0, CFG, --full-logits)
-    // Progressive revision: the CPU path's rows (K/V refreshes of revised tokens, then one
-    // shadow row per Visible token). They run against the cache as the previous step left it;
-    // their predictions are always logits rows (the rule needs the committed token's own
-    // probability). `dense` is false on a step with no dense rows (revision after the last block).
-    std::vector<RowRequest> cpu_rows;
-    bool dense = true;
-    // T > 0 on the fused head: the Gumbel-max draw of each predicted row, in their order.
-    std::vector<kernels::GumbelRow> gumbel;
-};
-
-// The output of one predicted row: its logits row, or the fused head's statistics.
-struct RowPrediction {
-    const float* logits = nullptr;             // [n_vocab]
-    const kernels::RowStats* stats = nullptr;  // when the fused head ran
-};
-
-class Generator {
+class Generator : public Stepper {
   public:
     // `cost` sizes mbsd's lookahead (null: none available; then --lookahead auto is refused).
     Generator(const model::Model& model, const GenerateOptions& opt, const TokenIds& ids,
               const DiffusionConfig& cfg, std::span<const int32_t> prompt,
               const ForwardCost* cost = nullptr);
 
-    int n_seq() const { return opt_.cfg > 0.0 ? 2 : 1; }
-    int canvas_len() const { return L_; }
-    bool done() const { return done_; }
+    int n_seq() const override { return opt_.cfg > 0.0 ? 2 : 1; }
+    int canvas_len() const override { return L_; }
+    bool done() const override { return done_; }
 
-    // The rows of the next step (valid until the next call). Call only while !done().
-    const StepRequest& plan_step();
-    // The predictions of the planned rows with predict = true, in their order (dense rows in
-    // `preds`, CPU-path rows in `cpu_preds`); performs the step's commits, drafts, acceptances
-    // and rejections, then the revision decisions, and advances blocks.
-    void apply(std::span<const RowPrediction> preds, std::span<const RowPrediction> cpu_preds = {});
-
-    // Set by the scheduler after each forward: rows the device computed for this generation
-    // (tile padding included, shared padding split by rows) and the step's wall time.
-    void record_cost(int64_t device_rows, double ms);
+    const StepRequest& plan_step() override;
+    // Performs the step's commits, drafts, acceptances and rejections, then the revision
+    // decisions, and advances blocks.
+    void apply(std::span<const RowPrediction> preds,
+               std::span<const RowPrediction> cpu_preds = {}) override;
+    void record_cost(int64_t device_rows, double ms) override;
     // The two paths' times of the last step (progressive revision).
-    struct LaneCost {
-        double cpu_ms = 0.0, exposed_ms = 0.0;
-        double proj_dense_ms = 0.0, proj_cpu_ms = 0.0, proj_merge_ms = 0.0;
-        double proj_contention_ms = 0.0;  // shared-DRAM slowdown of the overlap
-    };
-    void record_lane_cost(const LaneCost& c);
-    bool revising() const { return opt_.revise.on; }
-    const ReviseOptions& revise_options() const { return opt_.revise; }
-    // --revise-rows auto: the dense lane's and the CPU lane's projected cost by row count.
-    void set_lane_costs(ForwardCost dense, ForwardCost cpu) {
+    void record_lane_cost(const LaneCost& c) override;
+    bool revising() const override { return opt_.revise.on; }
+    const ReviseOptions& revise_options() const override { return opt_.revise; }
+    void set_lane_costs(ForwardCost dense, ForwardCost cpu) override {
         dense_cost_ = std::move(dense);
         lane_cost_ = std::move(cpu);
     }
 
-    const GenerateResult& result() const { return res_; }
-    GenerateResult take_result();
-    std::span<const TokenState> states() const { return state_; }
-    // Draft token per position (-1 where there is none).
-    std::span<const int32_t> drafts() const { return draft_tok_; }
+    const GenerateResult& result() const override { return res_; }
+    GenerateResult take_result() override;
+    std::span<const TokenState> states() const override { return state_; }
+    std::span<const int32_t> drafts() const override { return draft_tok_; }
+    StepEvent event() const override;
     // Positions whose cache slot holds K/V computed from their current committed token.
     bool kv_fresh(int p) const {
         return kv_tok_[p] == res_.canvas[p] && state_[p] != TokenState::Masked;
     }
     // The token whose K/V the cache slot of position p holds (-1: never written).
     int32_t kv_token(int p) const { return kv_tok_[p]; }
-    const StepInfo& last_step() const { return res_.steps.back(); }
     std::span<const int32_t> last_committed() const { return committed_; }
     std::span<const int32_t> last_revised() const { return revised_; }
 

@@ -5,14 +5,10 @@
 
 namespace llada::decode {
 
-std::unique_ptr<Policy> make_diffusion_policy(const std::string& name, const model::Model& model,
-                                              runtime::Device& device, const GenerateOptions& opt,
-                                              const TokenIds& ids);
-std::unique_ptr<Policy> make_autoregressive_policy(const model::Model& model,
-                                                   runtime::Device& device,
-                                                   const GenerateOptions& opt, const TokenIds& ids);
-std::unique_ptr<Policy> make_dream_policy(const model::Model& model, runtime::Device& device,
-                                          const GenerateOptions& opt, const TokenIds& ids);
+// decode/stepper.cpp: every policy is one stepper run alone.
+std::unique_ptr<Policy> make_stepper_policy(const std::string& name, const model::Model& model,
+                                            runtime::Device& device, const GenerateOptions& opt,
+                                            const TokenIds& ids);
 
 const char* token_state_name(TokenState s) {
     switch (s) {
@@ -53,15 +49,11 @@ std::vector<std::string> policy_names() {
 std::unique_ptr<Policy> make_policy(const std::string& name, const model::Model& model,
                                     runtime::Device& device, const GenerateOptions& options,
                                     const TokenIds& ids) {
-    if (name == "vanilla" || name == "prefix-cache" || name == "dual-cache" ||
-        name == "threshold" || name == "need" || name == "mbsd" || name == "pipeline") {
-        return make_diffusion_policy(name, model, device, options, ids);
-    }
-    if (name == "ar") return make_autoregressive_policy(model, device, options, ids);
-    if (name == "dream") return make_dream_policy(model, device, options, ids);
     std::string known;
-    for (const auto& n : policy_names())
+    for (const auto& n : policy_names()) {
+        if (n == name) return make_stepper_policy(name, model, device, options, ids);
         known += (known.empty() ? "" : ", ") + n;
+    }
     throw Error("unknown policy '" + name + "' (available: " + known + ")");
 }
 

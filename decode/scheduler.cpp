@@ -77,7 +77,7 @@ Scheduler::~Scheduler() {
     }
 }
 
-void Scheduler::add(Generator& g) {
+void Scheduler::add(Stepper& g) {
     if (g.canvas_len() > s_.n_pos()) {
         throw Error("a canvas of " + std::to_string(g.canvas_len()) +
                     " positions does not fit the session's " + std::to_string(s_.n_pos()));
@@ -138,7 +138,7 @@ void Scheduler::add(Generator& g) {
     live_.push_back(e);
 }
 
-void Scheduler::remove(Generator& g) {
+void Scheduler::remove(Stepper& g) {
     for (size_t i = 0; i < live_.size(); ++i) {
         if (live_[i].g != &g) continue;
         for (int k = 0; k < g.n_seq(); ++k)
@@ -148,8 +148,7 @@ void Scheduler::remove(Generator& g) {
     }
 }
 
-void Scheduler::merge(const runtime::Batch& dense, const runtime::Batch* lane,
-                      Generator::LaneCost& lc) {
+void Scheduler::merge(const runtime::Batch& dense, const runtime::Batch* lane, LaneCost& lc) {
     runtime::KvCache& main = s_.kv();
     runtime::KvCache& mirror = lane_->kv();
     ++merge_stamp_;
@@ -218,7 +217,8 @@ bool Scheduler::step() {
         e.twin = -1;
         for (size_t k = 0; &live_[k] != &e; ++k) {
             const Entry& o = live_[k];
-            if (o.planned && o.twin < 0 && o.g->n_seq() == e.g->n_seq() && same_rows(*o.req, req)) {
+            if (o.planned && o.twin < 0 && o.cache_class == e.cache_class &&
+                o.g->n_seq() == e.g->n_seq() && same_rows(*o.req, req)) {
                 e.twin = static_cast<int>(k);
                 break;
             }
@@ -281,7 +281,7 @@ bool Scheduler::step() {
             preds_[i].stats = st + i;
     }
     const int64_t device_rows = rep ? rep->padded_rows - padded_before : batch.n_rows;
-    Generator::LaneCost lc;
+    LaneCost lc;
     lc.proj_dense_ms = rep && rep->projected ? rep->projected_ms() - proj_before : 0.0;
     if (lane) {
         const auto t_wait = clock::now();
@@ -340,6 +340,13 @@ bool Scheduler::step() {
         e.first_lane_pred = o.first_lane_pred;
         e.n_lane_pred = 0;
     }
+    // Cache classes after this step: twins stay with the entry whose rows served them.
+    for (Entry& e : live_) {
+        if (e.planned && e.twin < 0) e.cache_class = ++next_class_;
+    }
+    for (Entry& e : live_) {
+        if (e.planned && e.twin >= 0) e.cache_class = live_[e.twin].cache_class;
+    }
     for (Entry& e : live_) {
         if (!e.planned) continue;
         try {
@@ -376,6 +383,17 @@ void Scheduler::fail(Entry& e, const Error& err) {
         s_.kv().release(e.seq[k]);
     e.g = nullptr;  // erased at the end of the step
     e.planned = false;
+}
+
+GenerateResult run_alone(Stepper& s, model::Session& session, const StepCallback& on_step) {
+    Scheduler sched(session);
+    sched.add(s);
+    while (!s.done()) {
+        sched.step();
+        if (on_step) on_step(s.event());
+    }
+    sched.remove(s);
+    return s.take_result();
 }
 
 std::vector<Scheduler::Failure> Scheduler::take_failures() {

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "decode/cpu_lane.h"
-#include "decode/generator.h"
+#include "decode/stepper.h"
 #include "model/model.h"
 #include "util/error.h"
 
@@ -30,9 +30,9 @@ class Scheduler {
 
     // Takes part in the following steps until done; its sequences are acquired from the
     // session's cache here (throws llada::Error when the cache has too few free).
-    void add(Generator& g);
+    void add(Stepper& g);
     // Leaves the steps (done or cancelled); its sequences return to the cache.
-    void remove(Generator& g);
+    void remove(Stepper& g);
 
     // One forward over the rows of every generation that is not done. Returns false when none
     // had a step to run. A generation whose own step fails (a llada::Error from planning or
@@ -43,7 +43,7 @@ class Scheduler {
     bool step();
 
     struct Failure {
-        Generator* g;
+        Stepper* g;
         std::string what;
     };
     void isolate_failures(bool on) { isolate_ = on; }
@@ -52,7 +52,7 @@ class Scheduler {
 
   private:
     struct Entry {
-        Generator* g;
+        Stepper* g;
         int seq[2];
         size_t first_row = 0, n_rows = 0, first_pred = 0, n_pred = 0;
         size_t first_lane_pred = 0, n_lane_pred = 0;
@@ -60,7 +60,12 @@ class Scheduler {
         const StepRequest* req = nullptr;
         int twin = -1;      // an earlier entry whose identical rows this step serves this one too
         bool tail = false;  // its CPU-path rows run on the dense device this step
+        // Entries of one class hold the same K/V in their sequences (0: none written yet), so
+        // identical rows give them identical predictions; an entry computed on its own starts
+        // a class of its own.
+        int64_t cache_class = 0;
     };
+    int64_t next_class_ = 0;
     // Identical windows are computed once (test-time scaling's candidates share their first
     // step, and every step while their canvases agree).
     static bool same_rows(const StepRequest& a, const StepRequest& b);
@@ -86,10 +91,15 @@ class Scheduler {
     void drop_failed();
     std::unique_ptr<CpuLane> lane_;  // made when the first revising generation joins
     // The step boundary's merge of the two caches (lane: null when the CPU path had no rows).
-    void merge(const runtime::Batch& dense, const runtime::Batch* lane, Generator::LaneCost& lc);
+    void merge(const runtime::Batch& dense, const runtime::Batch* lane, LaneCost& lc);
     std::vector<int64_t> dense_written_;  // per (sequence, slot): the merge that saw a dense write
     int64_t merge_stamp_ = 0;
     double contention_ = 0.0;  // projected: extra share of the overlap lost to shared DRAM
 };
+
+// One stepper alone on `session` until it is done, `on_step` (when given) called after each
+// step with its event; returns its result.
+GenerateResult run_alone(Stepper& s, model::Session& session,
+                         const StepCallback& on_step = nullptr);
 
 }  // namespace llada::decode

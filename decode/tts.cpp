@@ -5,66 +5,39 @@
 #include <map>
 #include <memory>
 
-#include "decode/autoregressive.h"
-#include "decode/dream.h"
 #include "decode/generator.h"
 #include "decode/lookahead.h"
 #include "decode/scheduler.h"
+#include "decode/stepper.h"
 #include "util/error.h"
 
 namespace llada::decode {
-
-namespace {
-
-// `ar` and `dream` candidates: the policy's own loop over n generations in one batch
-// (decode/autoregressive.h, decode/dream.h), candidate k with seed opt.seed + k, as the policy
-// alone samples it.
-using BatchLoop = std::vector<GenerateResult> (*)(const model::Model&, runtime::Device&,
-                                                  const GenerateOptions&, const TokenIds&,
-                                                  std::span<const int32_t>, int,
-                                                  const StepCallback&, model::ForwardStats*);
-CandidatesResult loop_candidates(BatchLoop loop, const model::Model& model, runtime::Device& device,
-                                 const GenerateOptions& opt, const TokenIds& ids,
-                                 std::span<const int32_t> prompt, int n) {
-    const auto t0 = std::chrono::steady_clock::now();
-    CandidatesResult out;
-    model::ForwardStats batch;
-    out.candidates = loop(model, device, opt, ids, prompt, n, nullptr, &batch);
-    out.forwards = batch.forwards;
-    out.rows = batch.rows;
-    out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return out;
-}
-
-}  // namespace
 
 CandidatesResult generate_candidates(const std::string& policy, const model::Model& model,
                                      runtime::Device& device, const GenerateOptions& opt,
                                      const TokenIds& ids, std::span<const int32_t> prompt, int n) {
     if (n < 1 || n > 4096) throw Error("--tts must be in [1, 4096], got " + std::to_string(n));
-    if (policy == "ar")
-        return loop_candidates(autoregressive_generate, model, device, opt, ids, prompt, n);
-    if (policy == "dream") return loop_candidates(dream_batch, model, device, opt, ids, prompt, n);
+    if (opt.noise != nullptr && n > 1) throw Error("--tts draws each candidate's own noise");
     const auto t0 = std::chrono::steady_clock::now();
-    const DiffusionConfig cfg = configure_diffusion(policy, opt);
-    check_canvas_fits(model, static_cast<int>(prompt.size()), opt.gen);
-    const int L = static_cast<int>(prompt.size()) + opt.gen;
-    const int per = sequences_per_generation(opt);
-    const SessionShape shape = session_shape(cfg, opt, L, n);
+    const int P = static_cast<int>(prompt.size());
+    check_canvas_fits(model, P, opt.gen);
+    const int L = P + opt.gen;
+    const SessionShape shape = session_shape(policy, opt, P, L, n);
     runtime::KvCache kv = session_cache(model, shape, opt);
-    model::Session session(model, device, kv, shape.rows, shape.rows, opt.kernels);
+    model::Session session(model, device, kv, shape.rows, shape.outs, opt.kernels);
     // mbsd --lookahead auto: each candidate sizes its lookahead on one candidate's cost table
     // (as if alone; the other candidates' rows in the same forward are not weighed).
     LookaheadCosts costs;
-    const ForwardCost* cost = cfg.speculate && opt.lookahead < 0
-                                  ? &costs.get(session, opt, int64_t{per} * L, L)
-                                  : nullptr;
-    std::vector<std::unique_ptr<Generator>> gens;
+    const ForwardCost* cost =
+        needs_lookahead_cost(policy, opt)
+            ? &costs.get(session, opt, int64_t{sequences_per_generation(opt)} * L, L)
+            : nullptr;
+    std::vector<std::unique_ptr<Stepper>> gens;
     gens.reserve(static_cast<size_t>(n));
     for (int k = 0; k < n; ++k) {
         GenerateOptions o = opt;
         o.seed = opt.seed + static_cast<uint64_t>(k);
-        gens.push_back(std::make_unique<Generator>(model, o, ids, cfg, prompt, cost));
+        gens.push_back(make_stepper(policy, model, o, ids, prompt, cost));
     }
     CandidatesResult out;
     {
@@ -80,9 +53,11 @@ CandidatesResult generate_candidates(const std::string& policy, const model::Mod
         out.forwards = session.stats().forwards - forwards0;
         out.rows = session.stats().rows;
     }
-    for (auto& g : gens)
-        out.candidates.push_back(g->take_result());
     out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    for (auto& g : gens) {
+        out.candidates.push_back(g->take_result());
+        out.candidates.back().wall_s = out.wall_s;
+    }
     return out;
 }
 

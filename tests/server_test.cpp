@@ -139,6 +139,82 @@ const char* kPrompts[] = {
 
 }  // namespace
 
+// ar and dream are steppers like the diffusion policies: the server batches their requests
+// with the others', and each answers as the library does alone.
+TEST(Server, ArAndDreamAnswerAsAloneWhenBatched) {
+    const std::string ar_model =
+        (fs::path(LLADA_SOURCE_DIR) / "models" / "tiny-ar-m.gguf").string();
+    auto run_alone = [](const std::string& path, const std::string& policy, const char* prompt,
+                        uint64_t seed, int gen) {
+        auto lm = tools::load_model(path);
+        runtime::ThreadPool pool(1);
+        auto dev = runtime::make_cpu_device(pool);
+        decode::GenerateOptions o;
+        o.gen = gen;
+        o.steps = gen;
+        o.seed = seed;
+        o.temperature = 1.0;
+        auto p = decode::make_policy(policy, *lm.model, *dev, o, lm.ids);
+        const auto r = p->generate(lm.tok->encode(prompt, lm.tok->add_bos_default(), false));
+        return lm.tok->decode(r.answer(lm.ids), false);
+    };
+    auto post_all = [](int port, const std::vector<json>& bodies) {
+        std::vector<std::string> got(bodies.size());
+        std::vector<std::thread> ts;
+        for (size_t i = 0; i < bodies.size(); ++i) {
+            ts.emplace_back([&, i] {
+                httplib::Client ci("127.0.0.1", port);
+                auto r = ci.Post("/v1/completions", bodies[i].dump(), "application/json");
+                if (!r) {
+                    got[i] = "no response";
+                } else if (r->status != 200) {
+                    got[i] = r->body;
+                } else {
+                    got[i] = json::parse(r->body)["choices"][0]["text"];
+                }
+            });
+        }
+        for (auto& t : ts)
+            t.join();
+        return got;
+    };
+    {
+        // An AR model's server: its default policy is ar.
+        Server s({"--parallel", "4"}, ar_model);
+        ASSERT_GT(s.port, 0);
+        std::vector<json> bodies;
+        for (int i = 0; i < 4; ++i) {
+            bodies.push_back({{"prompt", kPrompts[i]},
+                              {"max_tokens", 24 + 2 * i},
+                              {"temperature", 1.0},
+                              {"seed", 30 + i}});
+        }
+        const auto got = post_all(s.port, bodies);
+        for (int i = 0; i < 4; ++i) {
+            EXPECT_EQ(got[i], run_alone(ar_model, "ar", kPrompts[i], 30 + i, 24 + 2 * i))
+                << kPrompts[i];
+        }
+    }
+    const std::string llada_model =
+        (fs::path(LLADA_SOURCE_DIR) / "models" / "tiny-llada-m.gguf").string();
+    Server s({"--parallel", "4"});
+    ASSERT_GT(s.port, 0);
+    std::vector<json> bodies;
+    for (int i = 0; i < 4; ++i) {
+        json b = {
+            {"prompt", kPrompts[i]}, {"max_tokens", 32}, {"temperature", 1.0}, {"seed", 40 + i}};
+        if (i % 2 == 0) b["policy"] = "dream";
+        bodies.push_back(b);
+    }
+    const auto got = post_all(s.port, bodies);
+    for (int i = 0; i < 4; ++i) {
+        const std::string want = i % 2 == 0
+                                     ? run_alone(llada_model, "dream", kPrompts[i], 40 + i, 32)
+                                     : alone(kPrompts[i], 40 + i, 1.0);
+        EXPECT_EQ(got[i], want) << kPrompts[i];
+    }
+}
+
 TEST(Server, AnswersAreTheLibrarysAloneOrBatched) {
     Server s({"--parallel", "4"});
     ASSERT_GT(s.port, 0);
@@ -570,7 +646,14 @@ TEST(Server, BadRequestsAreNamedAndAFullServerSays503) {
     EXPECT_NE(err(R"({"prompt": "x", "policy": "vanilla", "revise": true})")
                   .find("'revise' needs a policy that commits early"),
               std::string::npos);
-    EXPECT_NE(err(R"({"prompt": "x", "policy": "dream"})").find("policy 'dream' is not served"),
+    EXPECT_NE(err(R"({"prompt": "x", "policy": "dream", "threshold": 0.5})")
+                  .find("'threshold' applies to the LLaDA policies, not 'dream'"),
+              std::string::npos);
+    EXPECT_NE(err(R"({"prompt": "x", "policy": "ar", "steps": 4})")
+                  .find("'steps' does not apply to policy 'ar'"),
+              std::string::npos);
+    // The model decides what ar can run: this server's is bidirectional.
+    EXPECT_NE(err(R"({"prompt": "x", "policy": "ar"})").find("policy 'ar' needs an autoregressive"),
               std::string::npos);
     // The server's default threshold (for dual-cache) does not make vanilla an error.
     auto v = c.Post("/v1/completions",

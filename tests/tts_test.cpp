@@ -2,6 +2,7 @@
 // batch are each the generation decoded alone with its seed (identical windows computed once),
 // and the selection rules on hand-made answer sets.
 #include <gtest/gtest.h>
+#include <set>
 
 #include <filesystem>
 #include <random>
@@ -256,15 +257,22 @@ TEST(Tts, ArCandidatesEqualEachRunAlone) {
         longest = std::max<int64_t>(longest, static_cast<int64_t>(a.steps.size()));
     }
     EXPECT_GT(distinct, 0);
-    // One forward per step of the longest candidate (the prefill is the first).
+    // One forward per step of the longest candidate (the prefill is the first), and one row
+    // per step for each distinct canvas so far: candidates whose tokens agree up to a step share
+    // its row (their caches hold the same K/V), those that have diverged never do.
     EXPECT_EQ(b.forwards, longest);
-    EXPECT_EQ(
-        b.rows, static_cast<int64_t>(prompt.size()) + [&] {
-            int64_t r = 0;
-            for (const auto& c : b.candidates)
-                r += static_cast<int64_t>(c.steps.size()) - 1;
-            return r;
-        }());
+    const int64_t P = static_cast<int64_t>(prompt.size());
+    int64_t rows = P;
+    for (int64_t s = 1; s < longest; ++s) {
+        std::set<std::vector<int32_t>> prefixes;
+        for (const auto& c : b.candidates) {
+            if (static_cast<int64_t>(c.steps.size()) > s)
+                prefixes.emplace(c.canvas.begin(), c.canvas.begin() + P + s);
+        }
+        rows += static_cast<int64_t>(prefixes.size());
+    }
+    EXPECT_EQ(b.rows, rows);
+    EXPECT_LT(b.rows, P + 6 * (longest - 1));  // the shared rows are computed once
 }
 
 // `--policy dream --tts N`: Dream's sampler takes candidates in one batch (one forward per step

@@ -118,9 +118,9 @@ std::string ServerEngine::step_event(Live& l) const {
     const auto st = g.states();
     const auto drafts = g.drafts();
     const size_t P = static_cast<size_t>(g.result().prompt_len);
-    if (l.last_tokens.empty()) {
-        l.last_tokens.assign(x.size(), -2);
-        l.last_states.assign(x.size(), decode::TokenState::Masked);
+    if (l.last_tokens.empty()) {  // sized by the canvas to come (ar's grows step by step)
+        l.last_tokens.assign(static_cast<size_t>(g.canvas_len()), -2);
+        l.last_states.assign(static_cast<size_t>(g.canvas_len()), decode::TokenState::Masked);
     }
     nlohmann::json changes = nlohmann::json::array();
     for (size_t p = P; p < x.size(); ++p) {
@@ -171,17 +171,16 @@ void ServerEngine::loop() {
                 continue;
             }
             try {
-                const auto cfg = decode::configure_diffusion(r->policy, r->opt);
                 // mbsd's --lookahead auto sizes a sequence's lookahead as if it ran alone, from
                 // the forward cost of one sequence's rows: the device's table, or this host's
                 // calibration (measured once, at the first such request, and cached in the
                 // calibration file when one is set).
                 const decode::ForwardCost* cost =
-                    cfg.speculate && r->opt.lookahead < 0
+                    decode::needs_lookahead_cost(r->policy, r->opt)
                         ? &costs_.get(*session_, r->opt, n_pos_, n_pos_)
                         : nullptr;
-                auto g = std::make_unique<decode::Generator>(*lm_.model, r->opt, lm_.ids, cfg,
-                                                             r->prompt, cost);
+                auto g =
+                    decode::make_stepper(r->policy, *lm_.model, r->opt, lm_.ids, r->prompt, cost);
                 sched_->add(*g);
                 live_.push_back({r, std::move(g), 0, {}, {}});
             } catch (const std::exception& e) {

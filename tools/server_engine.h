@@ -89,7 +89,7 @@ class ServerEngine {
   private:
     struct Live {
         std::shared_ptr<ServerRequest> req;
-        std::unique_ptr<decode::Generator> gen;
+        std::unique_ptr<decode::Stepper> gen;
         size_t stable_bytes = 0;
         std::vector<int32_t> last_tokens;  // what the last event showed
         std::vector<decode::TokenState> last_states;

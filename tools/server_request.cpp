@@ -173,18 +173,29 @@ ParsedRequest parse_request(const json& body, const std::string& default_policy,
             "'best_of' greater than 'n' cannot be streamed (the choices are known only "
             "when every candidate is done)");
     }
+    if (p.policy == "ar" || p.policy == "dream") {
+        // No blocks, no commit rule: the server's defaults for those belong to the diffusion
+        // policies; a request that asks for them is an error.
+        for (const char* k : {"block", "threshold", "lookahead", "revise"}) {
+            if (body.contains(k)) {
+                throw Error(std::string("'") + k + "' applies to the LLaDA policies, not '" +
+                            p.policy + "'");
+            }
+        }
+        if (p.policy == "ar" && body.contains("steps"))
+            throw Error("'steps' does not apply to policy 'ar' (one token per step)");
+        p.opt.gen = max_tokens;
+        p.opt.steps = p.policy == "dream" && steps > 0 ? steps : max_tokens;
+        p.opt.threshold = p.opt.factor = 0.0;
+        p.opt.revise.on = false;
+        return p;
+    }
     // The generated length is the requested tokens rounded up to a whole number of blocks.
     if (p.opt.block > max_tokens) p.opt.block = max_tokens;
     p.opt.gen = (max_tokens + p.opt.block - 1) / p.opt.block * p.opt.block;
     if (p.opt.gen > limits.max_gen)
         throw Error("max_tokens rounded up to whole blocks exceeds the server's --max-gen");
     p.opt.steps = steps > 0 ? steps : p.opt.gen;
-    if (p.policy == "ar") throw Error("policy 'ar' is not served (diffusion policies only)");
-    if (p.policy == "dream") {
-        throw Error(
-            "policy 'dream' is not served (the server batches the step engine's "
-            "policies; Dream's sampler runs in llada-cli and llada-eval)");
-    }
     // The decoder's own checks would name command-line flags; these name the request's fields.
     const int n_blocks = p.opt.gen / p.opt.block;
     if (p.opt.steps % n_blocks != 0) {

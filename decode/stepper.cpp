@@ -1,0 +1,128 @@
+// Every policy as a stepper (decode/stepper.h), and the policy alone: one stepper on a session
+// of its own, run to completion by the Scheduler.
+#include "decode/stepper.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "decode/autoregressive.h"
+#include "decode/dream.h"
+#include "decode/generator.h"
+#include "decode/lookahead.h"
+#include "decode/policy.h"
+#include "decode/scheduler.h"
+#include "util/error.h"
+
+namespace llada::decode {
+namespace {
+
+bool is_diffusion(const std::string& policy) {
+    return policy != "ar" && policy != "dream";
+}
+
+// A policy's checks of the model and options, before any prompt is seen.
+void check_policy(const std::string& name, const model::Model& model, const GenerateOptions& opt,
+                  const TokenIds& ids) {
+    if (name == "ar") return check_autoregressive(model, opt);
+    if (name == "dream") return check_dream_options(model, opt, ids);
+    configure_diffusion(name, opt);
+    validate_common_options(opt, ids, model);
+}
+
+class StepperPolicy : public Policy {
+  public:
+    StepperPolicy(const std::string& name, const model::Model& model, runtime::Device& device,
+                  const GenerateOptions& opt, const TokenIds& ids)
+        : name_(name), model_(model), device_(device), opt_(opt), ids_(ids) {
+        check_policy(name_, model, opt, ids);
+    }
+
+    const char* name() const override { return name_.c_str(); }
+
+    GenerateResult generate(std::span<const int32_t> prompt, const StepCallback& on_step) override {
+        const auto t0 = std::chrono::steady_clock::now();
+        const int P = static_cast<int>(prompt.size());
+        check_canvas_fits(model_, P, opt_.gen);
+        const int L = P + opt_.gen;
+        const SessionShape shape = session_shape(name_, opt_, P, L);
+        // The cache may hold scratch slots past the context (--revise-tail dense); the
+        // canvas itself was checked against it above.
+        runtime::KvCache kv = session_cache(model_, shape, opt_);
+        model::Session session(model_, device_, kv, shape.rows, shape.outs, opt_.kernels);
+        const ForwardCost* cost = needs_lookahead_cost(name_, opt_)
+                                      ? &costs_.get(session, opt_, int64_t{shape.n_seq} * L, L)
+                                      : nullptr;
+        std::unique_ptr<Stepper> s = make_stepper(name_, model_, opt_, ids_, prompt, cost);
+        GenerateResult res = run_alone(*s, session, on_step);
+        res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        return res;
+    }
+
+  private:
+    std::string name_;
+    const model::Model& model_;
+    runtime::Device& device_;
+    GenerateOptions opt_;
+    TokenIds ids_;
+    // The forward cost that sizes mbsd's lookahead, once per canvas shape.
+    LookaheadCosts costs_;
+};
+
+}  // namespace
+
+void record_step_cost(GenerateResult& res, int64_t device_rows, double ms) {
+    StepInfo& s = res.steps.back();
+    res.rows_device += device_rows - s.rows_device;
+    s.rows_device = device_rows;
+    s.ms = ms;
+}
+
+int sequences_per_generation(const GenerateOptions& opt) {
+    return opt.cfg > 0.0 ? 2 : 1;
+}
+
+SessionShape session_shape(const std::string& policy, const GenerateOptions& opt, int prompt_len,
+                           int canvas_len, int n) {
+    if (is_diffusion(policy))
+        return session_shape(configure_diffusion(policy, opt), opt, canvas_len, n);
+    SessionShape s;
+    s.n_seq = n;
+    s.n_pos = canvas_len;
+    if (policy == "ar") {
+        // The prompt's prefill (computed once for candidates of one prompt), then one row per
+        // live generation.
+        s.rows = std::max(prompt_len, n);
+        s.outs = n;
+    } else {
+        s.rows = s.outs = int64_t{n} * canvas_len;  // Dream: each step a full canvas
+    }
+    return s;
+}
+
+runtime::KvCache session_cache(const model::Model& model, const SessionShape& shape,
+                               const GenerateOptions& opt) {
+    const model::Hparams& hp = model.hparams();
+    return runtime::KvCache(hp.n_layer, shape.n_seq, static_cast<int>(shape.n_pos), hp.n_kv_head,
+                            hp.head_dim, opt.kernels.kv_f16);
+}
+
+bool needs_lookahead_cost(const std::string& policy, const GenerateOptions& opt) {
+    return is_diffusion(policy) && configure_diffusion(policy, opt).speculate && opt.lookahead < 0;
+}
+
+std::unique_ptr<Stepper> make_stepper(const std::string& policy, const model::Model& model,
+                                      const GenerateOptions& opt, const TokenIds& ids,
+                                      std::span<const int32_t> prompt, const ForwardCost* cost) {
+    if (policy == "ar") return make_ar_stepper(model, opt, ids, prompt);
+    if (policy == "dream") return make_dream_stepper(model, opt, ids, prompt);
+    return std::make_unique<Generator>(model, opt, ids, configure_diffusion(policy, opt), prompt,
+                                       cost);
+}
+
+std::unique_ptr<Policy> make_stepper_policy(const std::string& name, const model::Model& model,
+                                            runtime::Device& device, const GenerateOptions& opt,
+                                            const TokenIds& ids) {
+    return std::make_unique<StepperPolicy>(name, model, device, opt, ids);
+}
+
+}  // namespace llada::decode
