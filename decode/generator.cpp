@@ -181,12 +181,12 @@ SessionShape session_shape(const DiffusionConfig& cfg, const GenerateOptions& op
 Generator::Generator(const model::Model& model, const GenerateOptions& opt, const TokenIds& ids,
                      const DiffusionConfig& cfg, std::span<const int32_t> prompt,
                      const ForwardCost* cost)
-    : model_(model), opt_(opt), ids_(ids), cfg_(cfg), cost_(cost), own_noise_(opt.seed) {
+    : model_(model), opt_(opt), ids_(ids), cfg_(cfg), own_noise_(opt.seed) {
     validate_common_options(opt, ids, model);
     if (opt_.threshold == 0.0 && opt_.factor == 0.0 && cfg_.rule == CommitRule::Threshold) {
         opt_.threshold = kDefaultThreshold;
     }
-    if (cfg_.speculate && opt_.lookahead < 0 && (cost_ == nullptr || cost_->empty())) {
+    if (cfg_.speculate && opt_.lookahead < 0 && (cost == nullptr || cost->empty())) {
         throw Error("--lookahead auto needs the device's latency table or a calibration");
     }
     // Shifted logits (Dream): position p is decided from row p - 1. Every window below then
@@ -224,9 +224,7 @@ Generator::Generator(const model::Model& model, const GenerateOptions& opt, cons
         prompt_index_[p] = x[p] != ids_.mask;
         state_[p] = p < P_ ? TokenState::Stable : TokenState::Masked;
     }
-    draft_tok_.assign(L_, -1);
     ahead_.assign(L_, false);
-    draft_conf_.assign(L_, 0.0f);
     kv_tok_.assign(L_, -1);
     commit_step_.assign(L_, -1);
     streak_.assign(L_, 0);
@@ -256,23 +254,10 @@ Generator::Generator(const model::Model& model, const GenerateOptions& opt, cons
     // Steps: the schedule's, or one per position, plus the no-progress allowance per block.
     res_.steps.reserve(static_cast<size_t>(opt_.steps + opt_.gen + n_blocks_ * (opt_.block + 2) +
                                            (opt_.revise.on ? opt_.revise.budget + opt_.gen : 0)));
-    schedule_.reserve(static_cast<size_t>(std::max(1, steps_per_block_)));
-    if (opt_.cfg > 0.0) {
-        guided_.reserve(static_cast<size_t>(model_.hparams().n_vocab));
-        // Classifier-free guidance doubles every row: the lookahead is weighed in pairs of rows.
-        if (cost_ != nullptr) {
-            for (size_t i = 0; i < cost_->rows.size(); ++i) {
-                if (cost_->rows[i] % 2 != 0) continue;
-                paired_cost_.rows.push_back(cost_->rows[i] / 2);
-                paired_cost_.ms.push_back(cost_->ms[i]);
-                paired_cost_.arena_bytes.push_back(
-                    i < cost_->arena_bytes.size() ? cost_->arena_bytes[i] : 0);
-                if (i < cost_->buckets.size())
-                    paired_cost_.buckets.push_back(cost_->buckets[i] / 2);
-            }
-            paired_cost_.source = cost_->source;
-        }
-    }
+    rule_ = CommitPolicy(cfg_.rule, opt_.threshold, opt_.factor, cfg_.exact_reference,
+                         steps_per_block_, L_);
+    spec_ = Speculation(opt_, n_seq(), L_, cost);
+    if (opt_.cfg > 0.0) guided_.reserve(static_cast<size_t>(model_.hparams().n_vocab));
     if (opt_.replay != nullptr) replay_revision_rate_ = opt_.replay->revision_rate();
     start_block();
     // A block with nothing to decode (cannot happen on a fresh canvas) would end here.
@@ -346,7 +331,7 @@ void Generator::commit_ahead(StepInfo& info) {
 }
 
 void Generator::start_block() {
-    num_transfer_tokens(block_masked(), std::max(1, steps_per_block_), schedule_);
+    rule_.start_block(block_masked());
 }
 
 void Generator::finish_block() {
@@ -369,7 +354,7 @@ void Generator::finish_block() {
             for (int p = b1; p < L_; ++p) {
                 x[p] = fill;
                 state_[p] = TokenState::Stable;
-                draft_tok_[p] = -1;
+                spec_.clear(p);
                 ahead_[p] = false;
             }
             res_.stopped_early = true;
@@ -479,10 +464,10 @@ void Generator::plan_need() {
             available += state_[p] == TokenState::Masked || state_[p] == TokenState::Draft;
         // The first forward computes the whole canvas anyway: its lookahead rows cost only
         // their LM-head rows, so it drafts the next block whole (auto) or N positions.
-        lookahead_ = opt_.lookahead >= 0 ? std::min(opt_.lookahead, available)
-                     : first
-                         ? std::min(opt_.block, available)
-                         : choose_lookahead(n_stale + static_cast<int>(need_.size()), available);
+        const int last_commits =
+            step_in_block_ > 0 && !res_.steps.empty() ? res_.steps.back().committed : -1;
+        lookahead_ = spec_.lookahead(first, n_stale + static_cast<int>(need_.size()), available,
+                                     block_masked(), last_commits);
         for (int p = block_end; p < L_ && static_cast<int>(look_.size()) < lookahead_; ++p) {
             if (state_[p] == TokenState::Masked || state_[p] == TokenState::Draft) {
                 look_.push_back(p);
@@ -508,12 +493,12 @@ void Generator::plan_need() {
             if (s == 0 && stale && !first) stale_.push_back(p);
             int32_t tok = committed && !verify_at(p) ? x[p] : ids_.mask;
             if (s == 1 && prompt_index_[p]) tok = ids_.mask;
-            if (is_look && opt_.draft_input == DraftInput::Token && draft_tok_[p] >= 0 &&
+            if (is_look && opt_.draft_input == DraftInput::Token && spec_.draft(p) >= 0 &&
                 !(s == 1 && prompt_index_[p])) {
                 // A draft fed as a token: one row writes its K/V (context for the rows around
                 // it), and a shadow row (the mask, no K/V, not seeing slot p) re-predicts the
                 // position, as the model only predicts masked positions.
-                req_.rows.push_back({draft_tok_[p], p, s, p, -1, false});
+                req_.rows.push_back({spec_.draft(p), p, s, p, -1, false});
                 req_.rows.push_back({ids_.mask, p, s, -1, p, true});
                 continue;
             }
@@ -582,33 +567,32 @@ void Generator::predict(std::span<const RowPrediction> preds, int n_pred) {
     }
 }
 
-void Generator::choose(int scheduled) {
-    switch (cfg_.rule) {
-        case CommitRule::Schedule:
-            return select_top_k(cand_, scheduled, chosen_);
-        case CommitRule::Threshold:
-            return select_by_threshold(cand_, opt_.threshold, chosen_);
-        case CommitRule::Factor:
-            return select_by_factor(cand_, opt_.factor, chosen_);
-    }
-}
-
 void Generator::commit(int p, int32_t tok) {
     assert(state_[p] != TokenState::Stable);
     check_spellable(ids_, tok, p);
     res_.canvas[p] = tok;
     // The reference may choose the mask id itself; the position then stays masked.
     state_[p] = tok == ids_.mask ? TokenState::Masked : TokenState::Visible;
-    draft_tok_[p] = -1;
+    spec_.clear(p);
     committed_.push_back(p);
     if (commit_step_[p] < 0) commit_step_[p] = global_step_;
     streak_[p] = 0;
 }
 
-int Generator::scheduled_commits() const {
-    const int i = step_in_block_;
-    if (i >= steps_per_block_) return 1;  // past the schedule: one per step
-    return cfg_.exact_reference ? schedule_[i] : std::max(1, schedule_[i]);
+void Generator::resolve_draft(int p, bool accept, bool early, StepInfo& info) {
+    spec_.resolved(accept, early);
+    if (accept) {
+        ++info.drafts_accepted;
+        info.drafts_accepted_early += early;
+        const float conf = spec_.confidence(p);
+        commit(p, spec_.draft(p));
+        res_.confidence_sum += conf;
+        ++res_.confidence_n;
+    } else {
+        ++info.drafts_rejected;
+        state_[p] = TokenState::Masked;
+        spec_.clear(p);
+    }
 }
 
 void Generator::decide(StepInfo& info, int n_need) {
@@ -618,15 +602,14 @@ void Generator::decide(StepInfo& info, int n_need) {
     for (int r = 0; r < n_need; ++r) {
         const int p = need_[r];
         if (state_[p] != TokenState::Draft) continue;
-        const bool accept = cand_[r].token == draft_tok_[p] && cand_[r].confidence >= opt_.accept;
+        const bool accept = spec_.accepts(p, cand_[r]);
         // Early: the commit rule would not have taken it this step (what speculation buys).
-        const bool early =
-            cfg_.rule != CommitRule::Threshold || cand_[r].confidence < opt_.threshold;
+        const bool early = !rule_.takes(cand_[r].confidence);
         resolve_draft(p, accept, early, info);
         if (accept) cand_[r].confidence = -1.0f;  // out of the commit rule's running
     }
     // The commit rule over the block's positions that are still masked.
-    const int scheduled = scheduled_commits();
+    const int scheduled = rule_.scheduled(i);
     const int remask_allowance = opt_.revise.on && opt_.revise.mode == ReviseMode::Remask
                                      ? opt_.gen * opt_.revise.budget
                                      : 0;
@@ -637,26 +620,14 @@ void Generator::decide(StepInfo& info, int n_need) {
         throw Error("decoding made no progress in block " + std::to_string(b) +
                     ": the model predicts only the mask token");
     }
-    // Accepted drafts count as this step's commits: the schedule commits that many fewer, and
-    // the parallel rules do not force their one most confident position when drafts already
-    // made progress.
+    // Accepted drafts and verified tokens count as this step's progress.
     const int kept = cfg_.pipeline ? verify_ahead(info, n_need) : 0;
     const int accepted = info.drafts_accepted + kept;
-    const int masked = n_need - accepted;
-    const int k = cfg_.rule == CommitRule::Schedule ? scheduled - accepted : scheduled;
-    if (masked > 0 && k > 0) {
-        choose(std::min(k, masked));
-        for (int r : chosen_) {
-            const float c = cand_[r].confidence;
-            const bool forced =
-                accepted > 0 && ((cfg_.rule == CommitRule::Threshold && c < opt_.threshold) ||
-                                 (cfg_.rule == CommitRule::Factor && chosen_.size() == 1 &&
-                                  c < 1.0 - opt_.factor / 2.0));
-            if (forced) continue;
-            commit(need_[r], cand_[r].token);
-            res_.confidence_sum += c;
-            ++res_.confidence_n;
-        }
+    rule_.choose(cand_, scheduled, accepted, n_need - accepted, chosen_);
+    for (int r : chosen_) {
+        commit(need_[r], cand_[r].token);
+        res_.confidence_sum += cand_[r].confidence;
+        ++res_.confidence_n;
     }
 }
 
@@ -692,17 +663,15 @@ void Generator::apply(std::span<const RowPrediction> preds,
         for (size_t r = 0; r < look_.size(); ++r) {
             const int p = look_[r];
             state_[p] = TokenState::Draft;
-            draft_tok_[p] = look_cand_[r].token;
+            Candidate c = look_cand_[r];
             // A replay on a timing-only device predicts placeholders: keep drafts committable.
             const int32_t V = static_cast<int32_t>(model_.hparams().n_vocab);
-            if (opt_.replay &&
-                (draft_tok_[p] < 0 || draft_tok_[p] >= V || draft_tok_[p] == ids_.mask))
-                draft_tok_[p] = (ids_.mask + 1) % V;
-            draft_conf_[p] = look_cand_[r].confidence;
+            if (opt_.replay && (c.token < 0 || c.token >= V || c.token == ids_.mask))
+                c.token = (ids_.mask + 1) % V;
+            spec_.propose(p, c);
             ++info.drafts_proposed;
         }
-        commits_ += static_cast<int64_t>(committed_.size());
-        commit_steps_ += 1;
+        spec_.stepped(static_cast<int>(committed_.size()));
     }
     info.committed = static_cast<int>(committed_.size());
     // The cache slots the step wrote (both paths: the merge) now hold K/V of the rows' tokens.
@@ -793,7 +762,7 @@ void Generator::record_cost(int64_t device_rows, double ms) {
 
 StepEvent Generator::event() const {
     const int total = cfg_.rule == CommitRule::Schedule ? opt_.steps : opt_.gen;
-    return {last_step(), total, P_, res_.canvas, committed_, state_, draft_tok_, revised_};
+    return {last_step(), total, P_, res_.canvas, committed_, state_, spec_.drafts(), revised_};
 }
 
 GenerateResult Generator::take_result() {

@@ -8,10 +8,12 @@
 #include <span>
 #include <vector>
 
+#include "decode/commit_rule.h"
 #include "decode/lookahead.h"
 #include "decode/noise.h"
 #include "decode/policy.h"
 #include "decode/sampling.h"
+#include "decode/speculation.h"
 #include "decode/stepper.h"
 #include "kernels/kernels.h"
 
@@ -24,7 +26,6 @@ enum class WindowMode {
     Dual,    // full refresh at each block start, then the block (Fast-dLLM dual cache)
     Need,    // windows of need: the block's masked rows, the rows whose K/V is stale, lookahead
 };
-enum class CommitRule { Schedule, Threshold, Factor };
 
 // What a policy name and its options mean for the step engine.
 struct DiffusionConfig {
@@ -75,7 +76,7 @@ class Generator : public Stepper {
     const GenerateResult& result() const override { return res_; }
     GenerateResult take_result() override;
     std::span<const TokenState> states() const override { return state_; }
-    std::span<const int32_t> drafts() const override { return draft_tok_; }
+    std::span<const int32_t> drafts() const override { return spec_.drafts(); }
     StepEvent event() const override;
     // Positions whose cache slot holds K/V computed from their current committed token.
     bool kv_fresh(int p) const {
@@ -89,13 +90,10 @@ class Generator : public Stepper {
   private:
     void plan_classic();
     void plan_need();
-    int choose_lookahead(int base_rows, int available) const;
     void predict(std::span<const RowPrediction> preds, int n_need);
-    void choose(int scheduled);
     void commit(int p, int32_t tok);
     // A draft of the block that has just become current: committed (its draft token) or masked.
     void resolve_draft(int p, bool accept, bool early, StepInfo& info);
-    int scheduled_commits() const;            // what the schedule commits this step
     void decide(StepInfo& info, int n_need);  // the policy's own decisions
     void replay(StepInfo& info);              // the decisions of a trace
     int block_masked() const;
@@ -116,8 +114,8 @@ class Generator : public Stepper {
     GenerateOptions opt_;
     TokenIds ids_;
     DiffusionConfig cfg_;
-    const ForwardCost* cost_;
-    ForwardCost paired_cost_;  // CFG: the cost by pairs of rows
+    CommitPolicy rule_;  // how many and which positions a step commits
+    Speculation spec_;   // mbsd: drafts and lookahead
     CounterNoise own_noise_;
     NoiseSource* noise_;
 
@@ -129,10 +127,7 @@ class Generator : public Stepper {
     GenerateResult res_;        // its canvas is the generation's token per position
     std::vector<TokenState> state_;
     std::vector<bool> prompt_index_;
-    std::vector<int32_t> draft_tok_;
-    std::vector<float> draft_conf_;
     std::vector<int32_t> kv_tok_;  // token whose K/V each slot holds (-1: none yet)
-    std::vector<int> schedule_;
 
     // This step's plan.
     StepRequest req_;
@@ -147,9 +142,6 @@ class Generator : public Stepper {
     std::vector<float> guided_;
     std::vector<int> chosen_;
     std::vector<int32_t> committed_;
-    // Running estimates for the lookahead chooser.
-    int64_t drafts_evaluated_ = 0, drafts_accepted_ = 0, drafts_early_ = 0;
-    int64_t commits_ = 0, commit_steps_ = 0;
     // Progressive revision.
     std::vector<int32_t> revised_;          // positions the checks changed this step
     std::vector<int32_t> checks_;           // Visible positions the CPU path checks this step

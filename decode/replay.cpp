@@ -34,7 +34,7 @@ void Generator::replay(StepInfo& info) {
         // Under a fixed schedule only the share of drafts accepted comes from the trace: the
         // steps are the target's own schedule, and every accepted draft is early.
         accept = early = std::min(d.accept_share, drafts);
-        rest = std::max(0, scheduled_commits() - accept);
+        rest = std::max(0, rule_.scheduled(step_in_block_) - accept);
     }
     for (int r = 0; r < n_need; ++r) {
         const int p = need_[r];

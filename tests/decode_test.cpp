@@ -9,8 +9,10 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "decode/commit_rule.h"
 #include "decode/policy.h"
 #include "decode/sampling.h"
+#include "decode/speculation.h"
 #include "model/model.h"
 #include "runtime/device.h"
 #include "util/error.h"
@@ -520,6 +522,91 @@ TEST(Threshold, CommitRules) {
     std::vector<int> none;
     decode::select_by_threshold({}, 0.9, none);
     EXPECT_TRUE(none.empty());
+}
+
+// The commit rule as a component: the schedule counts accepted drafts as its commits; the
+// parallel rules drop their forced pick (the most confident one below the bar) once drafts made
+// progress, and keep every position that clears the bar.
+TEST(CommitPolicy, AcceptedProgressCountsAgainstTheScheduleAndTheForcedPick) {
+    const std::vector<decode::Candidate> c = {{1, 0.4f}, {2, 0.5f}, {3, -1.0f}, {4, 0.3f}};
+    std::vector<int> out;
+    // The schedule: 5 masked positions over 2 steps commit 3 then 2 (get_num_transfer_tokens).
+    decode::CommitPolicy sched(decode::CommitRule::Schedule, 0.0, 0.0, false, 2, 8);
+    sched.start_block(5);
+    EXPECT_EQ(sched.scheduled(0), 3);
+    EXPECT_EQ(sched.scheduled(1), 2);
+    EXPECT_EQ(sched.scheduled(2), 1);  // past the schedule
+    sched.choose(c, 3, 1, 3, out);     // one draft accepted: two more
+    EXPECT_EQ(out, (std::vector<int>{0, 1}));
+    sched.choose(c, 3, 3, 1, out);
+    EXPECT_TRUE(out.empty());
+    // vanilla's schedule may commit nothing at a step; the others commit at least one.
+    decode::CommitPolicy ref(decode::CommitRule::Schedule, 0.0, 0.0, true, 4, 8);
+    ref.start_block(2);
+    EXPECT_EQ(ref.scheduled(3), 0);
+    decode::CommitPolicy fast(decode::CommitRule::Schedule, 0.0, 0.0, false, 4, 8);
+    fast.start_block(2);
+    EXPECT_EQ(fast.scheduled(3), 1);
+    // Threshold 0.9: nothing clears it, so alone the step forces its most confident one...
+    decode::CommitPolicy thr(decode::CommitRule::Threshold, 0.9, 0.0, false, 1, 8);
+    thr.choose(c, 1, 0, 3, out);
+    EXPECT_EQ(out, (std::vector<int>{1}));
+    // ... and with an accepted draft it does not.
+    thr.choose(c, 1, 1, 3, out);
+    EXPECT_TRUE(out.empty());
+    EXPECT_TRUE(thr.takes(0.95f));
+    EXPECT_FALSE(thr.takes(0.5f));
+    EXPECT_FALSE(sched.takes(0.99f));  // the schedule takes by count, never by confidence
+    // Factor 1: the first needs 0.5 on its own; 0.5 is not below it, so it stays.
+    decode::CommitPolicy fac(decode::CommitRule::Factor, 0.0, 1.0, false, 1, 8);
+    fac.choose(c, 1, 1, 3, out);
+    EXPECT_EQ(out, (std::vector<int>{1}));
+    decode::CommitPolicy fac2(decode::CommitRule::Factor, 0.0, 1.5, false, 1, 8);
+    fac2.choose(c, 1, 1, 3, out);  // 0.5 is not below 1 - 1.5 / 2 = 0.25: kept
+    EXPECT_EQ(out, (std::vector<int>{1}));
+    decode::CommitPolicy fac3(decode::CommitRule::Factor, 0.0, 0.2, false, 1, 8);
+    fac3.choose(c, 1, 1, 3, out);  // 0.5 < 0.9: only the forced pick, dropped
+    EXPECT_TRUE(out.empty());
+}
+
+// Speculation as a component: a fixed lookahead or the first forward's whole next block, drafts
+// accepted on the same token at --accept, and the cost table weighed in pairs of rows under CFG.
+TEST(Speculation, DraftsAcceptanceAndLookaheadSizes) {
+    decode::GenerateOptions opt;
+    opt.block = 8;
+    opt.accept = 0.6;
+    opt.lookahead = 5;
+    decode::Speculation fixed(opt, 1, 40, nullptr);
+    EXPECT_EQ(fixed.lookahead(false, 8, 20, 8, 2), 5);
+    EXPECT_EQ(fixed.lookahead(false, 8, 3, 8, 2), 3);  // no more than are left
+    opt.lookahead = -1;
+    decode::ForwardCost cost;
+    cost.rows = {1, 8, 16, 32, 64};
+    cost.ms = {10, 10, 10, 10, 20};
+    decode::Speculation spec(opt, 1, 40, &cost);
+    EXPECT_EQ(spec.lookahead(true, 40, 20, 8, -1), 8);  // the first forward: the next block
+    EXPECT_EQ(spec.draft(12), -1);
+    spec.propose(12, {7, 0.8f});
+    EXPECT_EQ(spec.draft(12), 7);
+    EXPECT_FLOAT_EQ(spec.confidence(12), 0.8f);
+    EXPECT_TRUE(spec.accepts(12, {7, 0.6f}));
+    EXPECT_FALSE(spec.accepts(12, {7, 0.59f}));
+    EXPECT_FALSE(spec.accepts(12, {8, 0.99f}));
+    spec.clear(12);
+    EXPECT_EQ(spec.drafts()[12], -1);
+    // Under CFG (two sequences) the rule sees the table by pairs of rows: the same choice as a
+    // single sequence on a table of half the rows.
+    decode::ForwardCost half;
+    half.rows = {4, 8, 16, 32};
+    half.ms = {10, 10, 10, 20};
+    decode::Speculation paired(opt, 2, 40, &cost), single(opt, 1, 40, &half);
+    for (int base : {2, 6, 12}) {
+        for (int masked : {2, 8}) {
+            EXPECT_EQ(paired.lookahead(false, base, 20, masked, 2),
+                      single.lookahead(false, base, 20, masked, 2))
+                << base << " " << masked;
+        }
+    }
 }
 
 TEST(Threshold, AtLeastOneCommitPerStepAndNeverOutsideTheBlock) {

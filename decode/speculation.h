@@ -1,0 +1,65 @@
+// Multi-block speculation's own state (`mbsd`, docs/step-engine.md): the draft of each position
+// of a later block, how many lookahead rows a step takes (decode/lookahead.h's rule, on the
+// generation's acceptance so far), and whether a draft is accepted when its block becomes
+// current. The generator owns one and asks it; it never touches the canvas.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "decode/lookahead.h"
+#include "decode/policy.h"
+#include "decode/sampling.h"
+
+namespace llada::decode {
+
+class Speculation {
+  public:
+    // `cost` sizes --lookahead auto (null: no cost table; then only a fixed lookahead runs).
+    Speculation() = default;
+    Speculation(const GenerateOptions& opt, int n_seq, int canvas_len, const ForwardCost* cost);
+
+    // The draft token of position p (-1: none), and its confidence when drafted.
+    int32_t draft(int p) const { return tok_[p]; }
+    float confidence(int p) const { return conf_[p]; }
+    std::span<const int32_t> drafts() const { return tok_; }
+    void propose(int p, const Candidate& c) {
+        tok_[p] = c.token;
+        conf_[p] = c.confidence;
+    }
+    void clear(int p) { tok_[p] = -1; }
+
+    // A draft is accepted when its block's first forward predicts the same token with
+    // confidence >= --accept.
+    bool accepts(int p, const Candidate& c) const {
+        return c.token == tok_[p] && c.confidence >= accept_;
+    }
+    // A draft resolved; `early`: accepted before the commit rule would have taken it (what
+    // speculation saves).
+    void resolved(bool accepted, bool early);
+    // A dense step committed n positions (the lookahead rule's pace).
+    void stepped(int n) {
+        commits_ += n;
+        commit_steps_ += 1;
+    }
+
+    // Lookahead rows of this step out of `available` later positions: --lookahead N, the next
+    // block whole on the first forward (it computes the whole canvas anyway), else the rule of
+    // decode/lookahead.h on `base_rows` (per sequence), the block's `block_masked` positions
+    // and its pace (`last_commits`, the block's previous step's commits; < 0 at its first step).
+    int lookahead(bool first, int base_rows, int available, int block_masked,
+                  int last_commits) const;
+
+  private:
+    int n_seq_ = 1, L_ = 0, fixed_ = 0, block_ = 0;
+    double accept_ = 1.0, mem_mb_ = 0.0;
+    const ForwardCost* cost_ = nullptr;
+    ForwardCost paired_cost_;  // CFG: the cost by pairs of rows
+    std::vector<int32_t> tok_;
+    std::vector<float> conf_;
+    int64_t evaluated_ = 0, accepted_ = 0, early_ = 0;
+    int64_t commits_ = 0, commit_steps_ = 0;
+};
+
+}  // namespace llada::decode
