@@ -257,6 +257,21 @@ Generator::Generator(const model::Model& model, const GenerateOptions& opt, cons
     rule_ = CommitPolicy(cfg_.rule, opt_.threshold, opt_.factor, cfg_.exact_reference,
                          steps_per_block_, L_);
     spec_ = Speculation(opt_, n_seq(), L_, cost);
+    if (opt_.replay != nullptr) {
+        decisions_ =
+            make_trace_decisions(*opt_.replay, n_blocks_, opt_.block,
+                                 static_cast<int32_t>(model_.hparams().n_vocab), ids_.mask);
+    } else {
+        // A block may take the schedule, one step per position, and what remasks (revision)
+        // and a pipelined block's verification add, before it counts as making no progress.
+        const int remask_allowance = opt_.revise.on && opt_.revise.mode == ReviseMode::Remask
+                                         ? opt_.gen * opt_.revise.budget
+                                         : 0;
+        const int ahead_allowance = cfg_.pipeline ? opt_.block : 0;
+        decisions_ = make_model_decisions(
+            cfg_.pipeline, cfg_.exact_reference,
+            opt_.block + steps_per_block_ + remask_allowance + ahead_allowance, L_);
+    }
     if (opt_.cfg > 0.0) guided_.reserve(static_cast<size_t>(model_.hparams().n_vocab));
     if (opt_.replay != nullptr) replay_revision_rate_ = opt_.replay->revision_rate();
     start_block();
@@ -595,41 +610,22 @@ void Generator::resolve_draft(int p, bool accept, bool early, StepInfo& info) {
     }
 }
 
-void Generator::decide(StepInfo& info, int n_need) {
-    const int i = step_in_block_;
-    const int b = block_;
-    // The drafts of a block that has just become current: accepted or back to masked.
-    for (int r = 0; r < n_need; ++r) {
-        const int p = need_[r];
-        if (state_[p] != TokenState::Draft) continue;
-        const bool accept = spec_.accepts(p, cand_[r]);
-        // Early: the commit rule would not have taken it this step (what speculation buys).
-        const bool early = !rule_.takes(cand_[r].confidence);
-        resolve_draft(p, accept, early, info);
-        if (accept) cand_[r].confidence = -1.0f;  // out of the commit rule's running
+struct Generator::Actions final : BlockActions {
+    Generator& g;
+    StepInfo& info;
+    Actions(Generator& gen, StepInfo& i) : g(gen), info(i) {}
+    void resolve_draft(int p, bool accept, bool early) override {
+        g.resolve_draft(p, accept, early, info);
     }
-    // The commit rule over the block's positions that are still masked.
-    const int scheduled = rule_.scheduled(i);
-    const int remask_allowance = opt_.revise.on && opt_.revise.mode == ReviseMode::Remask
-                                     ? opt_.gen * opt_.revise.budget
-                                     : 0;
-    // (A pipelined block's verification may mask its positions committed ahead once more.)
-    const int ahead_allowance = cfg_.pipeline ? opt_.block : 0;
-    if (!cfg_.exact_reference &&
-        i > opt_.block + steps_per_block_ + remask_allowance + ahead_allowance) {
-        throw Error("decoding made no progress in block " + std::to_string(b) +
-                    ": the model predicts only the mask token");
+    void commit(int p, int32_t token, float confidence, bool counted) override {
+        g.commit(p, token);
+        if (!counted) return;
+        g.res_.confidence_sum += confidence;
+        ++g.res_.confidence_n;
     }
-    // Accepted drafts and verified tokens count as this step's progress.
-    const int kept = cfg_.pipeline ? verify_ahead(info, n_need) : 0;
-    const int accepted = info.drafts_accepted + kept;
-    rule_.choose(cand_, scheduled, accepted, n_need - accepted, chosen_);
-    for (int r : chosen_) {
-        commit(need_[r], cand_[r].token);
-        res_.confidence_sum += cand_[r].confidence;
-        ++res_.confidence_n;
-    }
-}
+    int verify_ahead() override { return g.verify_ahead(info, g.n_cur_); }
+    int accepted() const override { return info.drafts_accepted; }
+};
 
 void Generator::apply(std::span<const RowPrediction> preds,
                       std::span<const RowPrediction> cpu_preds) {
@@ -653,11 +649,19 @@ void Generator::apply(std::span<const RowPrediction> preds,
         // pipeline: the next block's candidates apart too.
         ahead_cand_.assign(cand_.begin() + n_cur_, cand_.begin() + n_need);
         cand_.resize(static_cast<size_t>(n_cur_));
-        if (opt_.replay != nullptr) {
-            replay(info);
-        } else {
-            decide(info, n_cur_);
+        const int b0 = P_ + block_ * opt_.block;
+        int block_committed = 0;
+        for (int p = b0; p < b0 + opt_.block; ++p) {
+            block_committed += state_[p] == TokenState::Visible || state_[p] == TokenState::Stable;
         }
+        BlockView view{{need_.data(), static_cast<size_t>(n_cur_)},
+                       cand_,
+                       state_,
+                       block_,
+                       step_in_block_,
+                       block_committed};
+        Actions act(*this, info);
+        decisions_->decide(view, rule_, spec_, act);
         commit_ahead(info);
         // Lookahead predictions become (or replace) drafts.
         for (size_t r = 0; r < look_.size(); ++r) {

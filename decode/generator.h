@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "decode/commit_rule.h"
+#include "decode/decisions.h"
 #include "decode/lookahead.h"
 #include "decode/noise.h"
 #include "decode/policy.h"
@@ -94,8 +95,7 @@ class Generator : public Stepper {
     void commit(int p, int32_t tok);
     // A draft of the block that has just become current: committed (its draft token) or masked.
     void resolve_draft(int p, bool accept, bool early, StepInfo& info);
-    void decide(StepInfo& info, int n_need);  // the policy's own decisions
-    void replay(StepInfo& info);              // the decisions of a trace
+    struct Actions;  // what a decision source's word does (decode/decisions.h)
     int block_masked() const;
     // pipeline: where this step's decoding ends (the block's end, or the next block's once the
     // block is far enough along); the next block's commits, and their verification.
@@ -114,8 +114,9 @@ class Generator : public Stepper {
     GenerateOptions opt_;
     TokenIds ids_;
     DiffusionConfig cfg_;
-    CommitPolicy rule_;  // how many and which positions a step commits
-    Speculation spec_;   // mbsd: drafts and lookahead
+    CommitPolicy rule_;                          // how many and which positions a step commits
+    Speculation spec_;                           // mbsd: drafts and lookahead
+    std::unique_ptr<DecisionSource> decisions_;  // the model's, or a trace's (--replay)
     CounterNoise own_noise_;
     NoiseSource* noise_;
 

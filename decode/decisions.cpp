@@ -1,0 +1,107 @@
+// The two sources of a step's decisions (decode/decisions.h).
+#include "decode/decisions.h"
+
+#include <algorithm>
+#include <string>
+
+#include "util/error.h"
+
+namespace llada::decode {
+namespace {
+
+class ModelDecisions : public DecisionSource {
+  public:
+    ModelDecisions(bool pipeline, bool exact_reference, int no_progress_steps, int max_candidates)
+        : pipeline_(pipeline), exact_reference_(exact_reference), limit_(no_progress_steps) {
+        chosen_.reserve(static_cast<size_t>(std::max(1, max_candidates)));
+    }
+
+    void decide(BlockView& b, CommitPolicy& rule, const Speculation& spec,
+                BlockActions& act) override {
+        const int n = static_cast<int>(b.pos.size());
+        // The drafts of a block that has just become current: accepted or back to masked.
+        for (int r = 0; r < n; ++r) {
+            const int p = b.pos[r];
+            if (b.state[p] != TokenState::Draft) continue;
+            const bool accept = spec.accepts(p, b.cand[r]);
+            // Early: the commit rule would not have taken it this step (what speculation buys).
+            act.resolve_draft(p, accept, !rule.takes(b.cand[r].confidence));
+            if (accept) b.cand[r].confidence = -1.0f;  // out of the commit rule's running
+        }
+        if (!exact_reference_ && b.step_in_block > limit_) {
+            throw Error("decoding made no progress in block " + std::to_string(b.block) +
+                        ": the model predicts only the mask token");
+        }
+        // Accepted drafts and verified tokens count as this step's progress.
+        const int kept = pipeline_ ? act.verify_ahead() : 0;
+        const int accepted = act.accepted() + kept;
+        rule.choose(b.cand, rule.scheduled(b.step_in_block), accepted, n - accepted, chosen_);
+        for (int r : chosen_)
+            act.commit(b.pos[r], b.cand[r].token, b.cand[r].confidence, true);
+    }
+
+  private:
+    bool pipeline_, exact_reference_;
+    int limit_;
+    std::vector<int> chosen_;
+};
+
+class TraceDecisions : public DecisionSource {
+  public:
+    TraceDecisions(const DecisionTrace& trace, int n_blocks, int block_len, int32_t n_vocab,
+                   int32_t mask)
+        : trace_(trace), n_blocks_(n_blocks), block_len_(block_len), V_(n_vocab), mask_(mask) {}
+
+    void decide(BlockView& b, CommitPolicy& rule, const Speculation&, BlockActions& act) override {
+        const int n = static_cast<int>(b.pos.size());
+        auto token_of = [&](int r) {
+            const int32_t t = b.cand[r].token;
+            return t >= 0 && t < V_ && t != mask_ ? t : (mask_ + 1) % V_;
+        };
+        int drafts = 0;
+        for (int r = 0; r < n; ++r)
+            drafts += b.state[b.pos[r]] == TokenState::Draft;
+        ReplayDecision d;
+        replay_decision(trace_, n_blocks_, block_len_, b.block, b.step_in_block, drafts,
+                        b.committed, d);
+        int accept = d.accept, early = d.accept_early, rest = d.commit - d.accept;
+        if (rule.rule() == CommitRule::Schedule) {
+            // Under a fixed schedule only the share of drafts accepted comes from the trace: the
+            // steps are the target's own schedule, and every accepted draft is early.
+            accept = early = std::min(d.accept_share, drafts);
+            rest = std::max(0, rule.scheduled(b.step_in_block) - accept);
+        }
+        for (int r = 0; r < n; ++r) {
+            const int p = b.pos[r];
+            if (b.state[p] != TokenState::Draft) continue;
+            act.resolve_draft(p, accept > 0, early > 0);
+            accept -= accept > 0;
+            early -= early > 0;
+        }
+        for (int r = 0; r < n && rest > 0; ++r) {
+            if (b.state[b.pos[r]] != TokenState::Masked) continue;
+            act.commit(b.pos[r], token_of(r), b.cand[r].confidence, false);
+            --rest;
+        }
+    }
+
+  private:
+    const DecisionTrace& trace_;
+    int n_blocks_, block_len_;
+    int32_t V_, mask_;
+};
+
+}  // namespace
+
+std::unique_ptr<DecisionSource> make_model_decisions(bool pipeline, bool exact_reference,
+                                                     int no_progress_steps, int max_candidates) {
+    return std::make_unique<ModelDecisions>(pipeline, exact_reference, no_progress_steps,
+                                            max_candidates);
+}
+
+std::unique_ptr<DecisionSource> make_trace_decisions(const DecisionTrace& trace, int n_blocks,
+                                                     int block_len, int32_t n_vocab, int32_t mask) {
+    return std::make_unique<TraceDecisions>(trace, n_blocks, block_len, n_vocab, mask);
+}
+
+}  // namespace llada::decode
