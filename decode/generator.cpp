@@ -273,7 +273,10 @@ Generator::Generator(const model::Model& model, const GenerateOptions& opt, cons
             opt_.block + steps_per_block_ + remask_allowance + ahead_allowance, L_);
     }
     if (opt_.cfg > 0.0) guided_.reserve(static_cast<size_t>(model_.hparams().n_vocab));
-    if (opt_.replay != nullptr) replay_revision_rate_ = opt_.replay->revision_rate();
+    if (opt_.revise.on) {
+        revision_rule_ = RevisionRule(opt_.revise, opt_.replay,
+                                      static_cast<int32_t>(model_.hparams().n_vocab), ids_.mask);
+    }
     start_block();
     // A block with nothing to decode (cannot happen on a fresh canvas) would end here.
     if (!cfg_.exact_reference && block_masked() == 0) done_ = blocks_done_ = true;

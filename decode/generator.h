@@ -13,6 +13,7 @@
 #include "decode/lookahead.h"
 #include "decode/noise.h"
 #include "decode/policy.h"
+#include "decode/revision_rule.h"
 #include "decode/sampling.h"
 #include "decode/speculation.h"
 #include "decode/stepper.h"
@@ -152,11 +153,10 @@ class Generator : public Stepper {
     std::vector<int> streak_;               // consecutive passing checks
     std::vector<bool> dense_writes_;        // scratch: slots the dense rows write this step
     // Replay: revisions per check from the trace, and the running count.
-    double replay_revision_rate_ = 0.0, replay_revisions_ = 0.0;
+    RevisionRule revision_rule_;  // the verdict of each check (the model's, or a trace's rate)
     ForwardCost dense_cost_, lane_cost_;  // --revise-rows auto
     int visible_at_plan_ = 0;             // visible tokens when the step was planned
     int stale_unrefreshed_ = 0;           // committed positions the checks saw with older K/V
-    int lane_budget() const;              // CPU-path rows this step may take (-1: no cap)
 };
 
 }  // namespace llada::decode

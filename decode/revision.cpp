@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "decode/generator.h"
+#include "decode/revision_rule.h"
 #include "decode/trace.h"
 #include "util/error.h"
 
@@ -39,7 +40,8 @@ void Generator::plan_revision() {
     // least one token. The auto budget is what hides behind the dense step: when no check fits
     // there, the lane runs no check, and of its refreshes only those of revised tokens (whose
     // K/V are its own to recompute), not the ones a check would have read.
-    const int budget = lane_budget();
+    const int budget = lane_budget(opt_.revise, req_.dense, static_cast<int64_t>(req_.rows.size()),
+                                   dense_cost_, lane_cost_);
     int room = budget < 0 ? L_ : budget - static_cast<int>(lane_refresh_.size());
     if (opt_.revise.rows > 0) room = std::max(1, room);
     if (room <= 0 && opt_.revise.rows < 0 && req_.dense) {
@@ -59,15 +61,48 @@ void Generator::plan_revision() {
     }
 }
 
-int Generator::lane_budget() const {
-    const int rows = opt_.revise.rows;
+RevisionRule::RevisionRule(const ReviseOptions& opt, const DecisionTrace* replay, int32_t n_vocab,
+                           int32_t mask)
+    : margin_(opt.margin),
+      floor_(opt.floor),
+      V_(n_vocab),
+      mask_(mask),
+      replay_(replay != nullptr),
+      rate_(replay ? replay->revision_rate() : 0.0) {}
+
+CheckVerdict RevisionRule::check(int p, int32_t t, const float* logits, NoiseSource& noise) {
+    CheckVerdict v;
+    if (replay_) {
+        owed_ += rate_;
+        v.revise = owed_ >= 1.0;
+        if (v.revise) owed_ -= 1.0;
+        v.top = (t + 1) % V_;
+        if (v.top == mask_) v.top = (v.top + 1) % V_;
+        v.q = v.revise ? 0.0f : 1.0f;
+        return v;
+    }
+    assert(logits != nullptr);
+    const Candidate c = pick_candidate(logits, V_, 0.0, noise, 0, mask_);
+    check_finite_logit(logits[c.token], p);
+    v.q = softmax_prob(logits, V_, t);
+    v.top = c.token;
+    // The margin is between probabilities: the top token's own against the committed one's
+    // (pick_candidate gives the token only).
+    const float top_p = v.top == t ? v.q : softmax_prob(logits, V_, v.top);
+    v.revise = (v.top != t && top_p - v.q >= margin_) || v.q < floor_;
+    return v;
+}
+
+int lane_budget(const ReviseOptions& opt, bool dense, int64_t dense_rows,
+                const ForwardCost& dense_cost, const ForwardCost& lane_cost) {
+    const int rows = opt.rows;
     if (rows > 0) return rows;
-    if (rows == 0 || !req_.dense || dense_cost_.empty() || lane_cost_.empty()) return -1;
+    if (rows == 0 || !dense || dense_cost.empty() || lane_cost.empty()) return -1;
     // auto: the CPU lane's rows whose projected time fits within the dense step's.
-    const double t = dense_cost_.at(static_cast<int64_t>(req_.rows.size()));
+    const double t = dense_cost.at(dense_rows);
     int n = 0;
-    for (size_t i = 0; i < lane_cost_.rows.size(); ++i) {
-        if (lane_cost_.ms[i] <= t) n = static_cast<int>(lane_cost_.rows[i]);
+    for (size_t i = 0; i < lane_cost.rows.size(); ++i) {
+        if (lane_cost.ms[i] <= t) n = static_cast<int>(lane_cost.rows[i]);
     }
     return n;
 }
@@ -88,26 +123,11 @@ void Generator::revise(std::span<const RowPrediction> cpu_preds, StepInfo& info)
     for (size_t i = 0; i < checks_.size(); ++i) {
         const int p = checks_[i];
         const int32_t t = x[p];
-        int32_t top = t;
-        bool flag = false;
-        float q = 0.0f;
-        if (opt_.replay != nullptr) {
-            // A replay revises at the trace's rate per check; every other check passes.
-            replay_revisions_ += replay_revision_rate_;
-            flag = replay_revisions_ >= 1.0;
-            if (flag) replay_revisions_ -= 1.0;
-            top = (t + 1) % static_cast<int32_t>(V);
-            if (top == ids_.mask) top = (top + 1) % static_cast<int32_t>(V);
-            q = flag ? 0.0f : 1.0f;
-        } else {
-            const float* row = cpu_preds[i].logits;
-            assert(row != nullptr);
-            const Candidate c = pick_candidate(row, V, 0.0, *noise_, 0, ids_.mask);
-            check_finite_logit(row[c.token], p);
-            q = softmax_prob(row, V, t);
-            top = c.token;
-            flag = (top != t && c.confidence - q >= ro.margin) || q < ro.floor;
-        }
+        const CheckVerdict v =
+            revision_rule_.check(p, t, opt_.replay ? nullptr : cpu_preds[i].logits, *noise_);
+        const bool flag = v.revise;
+        const int32_t top = v.top;
+        const float q = v.q;
         if (!flag) {
             streak_[p] = q >= ro.stable ? streak_[p] + 1 : 0;
             continue;

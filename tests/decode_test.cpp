@@ -11,8 +11,10 @@
 
 #include "decode/commit_rule.h"
 #include "decode/policy.h"
+#include "decode/revision_rule.h"
 #include "decode/sampling.h"
 #include "decode/speculation.h"
+#include "decode/trace.h"
 #include "model/model.h"
 #include "runtime/device.h"
 #include "util/error.h"
@@ -607,6 +609,66 @@ TEST(Speculation, DraftsAcceptanceAndLookaheadSizes) {
                 << base << " " << masked;
         }
     }
+}
+
+// Revision's rule as a component: a check revises the committed token when the top token beats
+// its probability by the margin or it falls below the floor; a replay revises at the trace's
+// rate; the auto lane budget is the most CPU rows that project within the dense step.
+TEST(RevisionRule, MarginFloorReplayRateAndTheLaneBudget) {
+    decode::ReviseOptions ro;
+    ro.margin = 0.3;
+    ro.floor = 0.05;
+    const int32_t V = 4, mask = 3;
+    decode::RevisionRule rule(ro, nullptr, V, mask);
+    decode::CounterNoise noise(1);
+    // Probabilities from logits: softmax(log p) = p.
+    auto logits = [](std::vector<float> p) {
+        for (float& x : p)
+            x = std::log(x);
+        return p;
+    };
+    auto a = logits({0.6f, 0.25f, 0.1f, 0.05f});
+    auto v = rule.check(9, 1, a.data(), noise);  // top 0.6 - q 0.25 = 0.35 >= 0.3
+    EXPECT_TRUE(v.revise);
+    EXPECT_EQ(v.top, 0);
+    EXPECT_NEAR(v.q, 0.25f, 1e-6f);
+    auto b = logits({0.5f, 0.3f, 0.15f, 0.05f});
+    v = rule.check(9, 1, b.data(), noise);  // 0.2 < margin, 0.3 >= floor: kept
+    EXPECT_FALSE(v.revise);
+    v = rule.check(9, 2, b.data(), noise);  // 0.35 >= margin
+    EXPECT_TRUE(v.revise);
+    auto c = logits({0.04f, 0.02f, 0.04f, 0.9f});  // the mask id is never the choice
+    v = rule.check(9, 1, c.data(), noise);
+    EXPECT_TRUE(v.revise);  // 0.02 < floor
+    EXPECT_NE(v.top, mask);
+    // A replay at 0.25 revisions per check: every fourth check, the token moved off itself.
+    decode::DecisionTrace tr;
+    tr.steps.push_back({});
+    tr.steps[0].checks = 4;
+    tr.steps[0].revised = 1;
+    decode::RevisionRule replay(ro, &tr, V, mask);
+    int revised = 0;
+    for (int k = 0; k < 8; ++k) {
+        v = replay.check(9, 2, nullptr, noise);
+        revised += v.revise;
+        EXPECT_NE(v.top, 2);
+        EXPECT_NE(v.top, mask);
+    }
+    EXPECT_EQ(revised, 2);
+    // Lane budget: N rows, or none without tables; auto fits the CPU rows within the dense step.
+    decode::ForwardCost dense, lane;
+    dense.rows = {8, 32, 64};
+    dense.ms = {100, 150, 240};
+    lane.rows = {1, 8, 16, 32};
+    lane.ms = {120, 125, 190, 375};
+    ro.rows = 5;
+    EXPECT_EQ(decode::lane_budget(ro, true, 32, dense, lane), 5);
+    ro.rows = -1;
+    EXPECT_EQ(decode::lane_budget(ro, true, 32, dense, lane), 8);   // 125 <= 150 < 190
+    EXPECT_EQ(decode::lane_budget(ro, true, 64, dense, lane), 16);  // 190 <= 240 < 375
+    EXPECT_EQ(decode::lane_budget(ro, true, 8, dense, lane), 0);    // nothing fits in 100 ms
+    EXPECT_EQ(decode::lane_budget(ro, false, 32, dense, lane), -1);
+    EXPECT_EQ(decode::lane_budget(ro, true, 32, {}, lane), -1);
 }
 
 TEST(Threshold, AtLeastOneCommitPerStepAndNeverOutsideTheBlock) {
