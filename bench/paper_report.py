@@ -25,11 +25,13 @@ WHY = {
                      "weights streamed per forward; V79's own figures are not published",
     "+ swap-optimised memory runtime": "the gain is the map/unmap cost it removes, a constant "
                                        "nobody publishes (BENCHMARKS.md: sensitivity table)",
-    "+ multi-block speculative decoding": "draft acceptance comes from tiny-llada-m's traces "
-                                          "(short, regular answers: high acceptance)",
-    "+ progressive revision": "the phone-CPU check lane outlasts the NPU lane, and the tiny "
-                              "model's blocks already finish in ~1.4 forwards, so revision "
-                              "saves few forwards",
+    "+ multi-block speculative decoding": "draft acceptance comes from tiny-llada-l's traces "
+                                          "on synthetic scratchpad arithmetic, not LLaDA-8B's "
+                                          "on GSM8K; the row keeps the schedule's one token "
+                                          "per step",
+    "+ progressive revision": "row 9 is mbsd + threshold 0.1 + revise (a block per forward, "
+                              "the checks repair it): its forwards are tiny-llada-l's, whose "
+                              "accuracy on the long suite is far below LLaDA-8B's (section 2)",
 }
 
 
@@ -184,6 +186,56 @@ def breakdown(row):
     return {k: v / 1e3 / reqs for k, v in by.items() if k != "compile"}
 
 
+def weights(res):
+    """The 8B files' weight type, from the model command (Q4_0 in runs before Q4_K_M)."""
+    for c in res["commands"].get("models", []):
+        if "llada-8b" in c and "--type" in c:
+            return c.split("--type")[1].split()[0]
+    return "Q4_0"
+
+
+def long_section(res, w, line):
+    """The seed's regime measured: tiny-llada-l's policies and test-time scaling beside
+    tiny-ar-l on the long suite (absent from runs before it)."""
+    if "tiny_long" not in res:
+        return
+    n = res["tiny_ar_long"]["n"]
+    w("### The seed's regime: 128-token answers (measured)")
+    w("")
+    w(f"tiny-llada-l against its AR twin tiny-ar-l, the first {n} problems of "
+      "models/tasks/mix-1000-l.jsonl (ladd, lsub, lmul, lcum: scratchpad arithmetic whose "
+      "later blocks read what earlier blocks wrote), 128 tokens in blocks of 32. These are "
+      "the policies whose decisions the 128-token rows above replay; their accuracy is far "
+      "below the AR twin's (the issue's 85 % goal for the dLLM is missed: models/README.md).")
+    w("")
+    w("| model, policy | accuracy % [95% CI] | forwards per answer | ms per answer | "
+      "ms per correct answer |")
+    w("|---|---|---|---|---|")
+    line("tiny-ar-l, greedy (AR)", res["tiny_ar_long"])
+    for name, e in res["tiny_long"].items():
+        line("tiny-llada-l, " + name, e)
+    w("")
+    tts = res.get("tts_long", {})
+    if tts:
+        w("Test-time scaling on tiny-llada-l (dual-cache + threshold 0.9, T 1.0; N candidates "
+          "batched into one forward per step; vote: majority of the extracted answers; pass: "
+          "any candidate right):")
+        w("")
+        w("| N | vote % | by confidence % | pass@N % | first candidate % | forwards per answer | "
+          "rows per answer | ms per answer |")
+        w("|---|---|---|---|---|---|---|---|")
+        for k, e in tts.items():
+            t = e.get("tts")
+            if not t:
+                w(f"| {k} | {100 * e['accuracy']:.1f} | - | - | - | {e['nfe']:.1f} | "
+                  f"{e['rows']:.0f} | {fmt(1e3 * e['wall_s'] / e['n'])} |")
+                continue
+            w(f"| {k} | {100 * t['vote']['accuracy']:.1f} | {100 * t['confidence']['accuracy']:.1f} | "
+              f"{100 * t['pass']['accuracy']:.1f} | {100 * t['first_candidate']['accuracy']:.1f} | "
+              f"{e['nfe']:.1f} | {e['rows']:.0f} | {fmt(1e3 * e['wall_s'] / e['n'])} |")
+        w("")
+
+
 def write(paper_json, root):
     res = json.load(open(paper_json))
     s = res["setting"]
@@ -213,14 +265,32 @@ def write(paper_json, root):
         w(f"> Figures: {made}.")
         w("")
 
+    w("Which model's decisions each row takes:")
+    w("")
+    w("| rows | decisions from | problems |")
+    w("|---|---|---|")
+    w("| ablation 1-5, staircase | the schedule (one token per step; no model decides) | - |")
+    w("| ablation 6-9, dLLM vs AR (projected and measured) | tiny-llada-l, replayed "
+      "(traces of 128 tokens in blocks of 32) | models/tasks/mix-1000-l.jsonl |")
+    w("| the tiny twins at 32 tokens | tiny-llada-m and tiny-ar-m, measured | "
+      "models/tasks/mix-1000.jsonl |")
+    w("| the seed's regime at 128 tokens, test-time scaling | tiny-llada-l and tiny-ar-l, "
+      "measured | models/tasks/mix-1000-l.jsonl |")
+    w("")
+
     # 1. Ablation.
     rows = res["ablation"]["rows"]
     w("## 1. The published ablation (projected; rows 6-9 replayed)")
     w("")
-    w("LLaDA-8B shape, random Q4_0 weights, prompt 80, 128 tokens in blocks of 32, "
-      "sm8750 (`sm8750-cpu` for row 1 and the CPU lane). Rows 6-9 replay tiny-llada-m's "
-      f"decisions ({res['setting']['replay_sample']} traces of mix-1000). Rows without a "
-      "published number are intermediate steps the engine can separate.")
+    w(f"LLaDA-8B shape, random weights in llama-quantize's {weights(res)} mix, prompt 80, 128 "
+      "tokens in blocks of 32, sm8750 (`sm8750-cpu` for row 1 and the CPU lane). Rows 6-9 "
+      "replay tiny-llada-l's decisions at their own shape (128 tokens in blocks of 32; "
+      f"{res['setting']['replay_sample']} of {res['setting']['trace_problems']} traces of "
+      "mix-1000-l). Row 8 accepts drafts at 0.7 (`--accept 0.7`). Row 9 is mbsd + threshold "
+      "0.1 + revise (floor 0.1): a block commits per "
+      "forward and the checks repair it, those left after the last block on the NPU "
+      "(`--revise-tail dense`). Rows without a published number are intermediate steps the "
+      "engine can separate.")
     w("")
     w("| # | configuration | published s | ours s | published speedup | ours speedup | "
       "faster than the published row before it? |")
@@ -246,12 +316,31 @@ def write(paper_json, root):
       + ("" if all(mono) else "; the failing step: " + ", ".join(
           pub_rows[i + 1]["configuration"].strip() for i, ok in enumerate(mono) if not ok))
       + ").")
+    r7 = next((r for r in rows if r["configuration"].strip() == "(need + threshold 0.9)"), None)
     r8 = next((r for r in rows if r["configuration"].strip() == "(mbsd + threshold 0.9)"), None)
     r9 = rows[-1]
-    if r8 and r9["projected_s"] >= r8["projected_s"]:
-        w(f"Not hidden by that: row 9 (mbsd + threshold 0.7 + revision) is slower than row 8 "
-          f"(mbsd + threshold 0.9 without revision, {fmt(r8['projected_s'])} s): the phone "
-          "CPU's check lane is longer than the NPU lane it runs beside (section 4).")
+    if r7 and r8:
+        # Host accuracy of the three policies: on the long frontier's problems (section 2) when
+        # the run has them, else on the traced problems.
+        tl = res.get("tiny_long", {})
+        names = {"need": "need + threshold 0.9", "mbsd": "mbsd + threshold 0.9 (accept 0.7)",
+                 "mbsd-rev": "mbsd + threshold 0.1 + revise"}
+        if all(v in tl for v in names.values()):
+            acc = {k: 100 * tl[v]["accuracy"] for k, v in names.items()}
+            on = f"the first {res['tiny_ar_long']['n']} problems of mix-1000-l"
+        else:
+            acc = {k: 100 * res["traces"][k]["accuracy"] for k in names}
+            on = "the traced problems"
+        ok8 = (r8["projected_s"] <= r7["projected_s"] and r8["nfe"] < r7["nfe"]
+               and abs(acc["mbsd"] - acc["need"]) <= 1.0)
+        ok9 = r9["projected_s"] <= r8["projected_s"] and acc["mbsd-rev"] >= acc["mbsd"]
+        w(f"Goal \"speculation never costs\" (row 8 <= row 7 with fewer forwards, accuracy "
+          f"within 1 point): **{'met' if ok8 else 'not met'}** ({fmt(r8['projected_s'])} vs "
+          f"{fmt(r7['projected_s'])} s, {r8['nfe']:.2f} vs {r7['nfe']:.2f} forwards, "
+          f"{acc['mbsd']:.1f} % vs {acc['need']:.1f} % on {on}). Goal "
+          f"\"revision that pays\" (row 9 <= row 8, accuracy >= row 8's): "
+          f"**{'met' if ok9 else 'not met'}** ({fmt(r9['projected_s'])} vs "
+          f"{fmt(r8['projected_s'])} s, {acc['mbsd-rev']:.1f} % vs {acc['mbsd']:.1f} %).")
     w("")
     if not isinstance(made, str):
         w("![The ablation beside the published numbers](figures/paper-ablation.png)")
@@ -262,9 +351,10 @@ def write(paper_json, root):
     w("")
     w("### Projected on SM8750: LLaDA-8B shape against Llama-3-8B shape (prompt 80)")
     w("")
-    w("The dLLM replays tiny-llada-m's decisions (rows 8 and 9 of the ablation at each "
-      "length; a longer answer reuses the traces' blocks in proportion). The AR model is a "
-      "random-weight `llama` GGUF of Llama-3-8B's shape (GQA 32/8, FFN 14336, vocab 128256) "
+    w("The dLLM replays tiny-llada-l's decisions (rows 8 and 9 of the ablation at each "
+      "length; a shorter answer takes the traces' first blocks, a longer one reuses their "
+      f"blocks in proportion). The AR model is a random-weight `llama` GGUF ({weights(res)}) "
+      "of Llama-3-8B's shape (GQA 32/8, FFN 14336, vocab 128256) "
       "decoding one token per forward with its KV cache (`--policy ar`), given its best "
       "placement: the NPU (one row padded to a 32-row tile, weights streamed per token) or "
       "the phone's CPU, whichever projects faster.")
@@ -294,7 +384,7 @@ def write(paper_json, root):
     w("### Measured on this machine's CPU: the 1B shape")
     w("")
     w("Random Q4_0 1B models (`llada` and `llama`, d 2048, 16 layers), prompt 80, real "
-      "arithmetic; the dLLM's commits replay tiny-llada-m's mbsd + threshold 0.9 decisions "
+      "arithmetic; the dLLM's commits replay tiny-llada-l's mbsd + threshold 0.9 decisions "
       f"(random weights never clear a threshold; {res['setting']['host_sample']} traces per "
       "length), the AR model decodes greedily. One run each, the two engines back to back.")
     w("")
@@ -352,6 +442,8 @@ def write(paper_json, root):
         w("![Accuracy against forward passes](figures/paper-frontier.png)")
         w("")
 
+    long_section(res, w, line)
+
     # 3. Staircase.
     w("## 3. The latency table's staircase (projected)")
     w("")
@@ -403,8 +495,10 @@ def write(paper_json, root):
           f"{fmt(at128[0])}x projected — the AR side is given its best placement and the fused "
           "LM head, and the dLLM's forwards come from a tiny model's decisions on short "
           "synthetic answers, not LLaDA-8B's on GSM8K.")
-    w("* **The model is random or tiny**: 8B and 1B weights are random (speed only); quality "
-      "comes from tiny-llada-m, whose decisions stand in for LLaDA-8B's.")
+    w("* **The model is random or tiny**: 8B and 1B weights are random (speed only); the "
+      "replayed rows' decisions come from tiny-llada-l (128-token answers), the 32-token "
+      "frontier's from tiny-llada-m; both stand in for LLaDA-8B's decisions, which they are "
+      "far easier than (tiny-llada-l's own accuracy: section 2).")
     w("")
     w("## Commands")
     w("")

@@ -67,7 +67,7 @@ for part in ${QUALITY:-grid hardgrid policies ar hard spec revise}; do
             --trace-out "$Q/trace-long-$name.jsonl" "$@" > "$Q/trace-long-$name.json"; }
         tr mbsd-sched --policy mbsd --device npu-sim
         tr need --policy need --threshold 0.9
-        tr mbsd --policy mbsd --threshold 0.9 --device npu-sim
+        tr mbsd --policy mbsd --threshold 0.9 --accept 0.7 --device npu-sim
         # Revision where it buys forwards: threshold 0.1 commits a block per forward, and the
         # checks (the ones left after the last block on the NPU, --revise-tail dense) recover
         # what that loses.

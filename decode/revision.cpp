@@ -111,7 +111,6 @@ int lane_budget(const ReviseOptions& opt, bool dense, int64_t dense_rows,
 void Generator::revise(std::span<const RowPrediction> cpu_preds, StepInfo& info) {
     const ReviseOptions& ro = opt_.revise;
     auto& x = res_.canvas;
-    const int64_t V = model_.hparams().n_vocab;
     auto& rv = res_.revision;
     info.checks = static_cast<int>(checks_.size());
     info.refreshes = static_cast<int>(lane_refresh_.size());
