@@ -35,10 +35,8 @@ class ArStepper : public Stepper {
         res_.canvas.reserve(L_);
         res_.canvas.assign(prompt.begin(), prompt.end());
         res_.steps.reserve(opt.gen);
-        states_.assign(L_, TokenState::Masked);
-        for (int p = 0; p < P_; ++p)
-            states_[p] = TokenState::Stable;
-        drafts_.assign(L_, -1);
+        states_ = fresh_states(P_, L_);
+        drafts_.assign(L_, -1);  // none ever
         req_.rows.reserve(P_);
         req_.kv_len.assign(1, 0);
         req_.need_logits = !fused_;

@@ -134,10 +134,8 @@ class DreamStepper : public Stepper {
         res_.canvas.assign(prompt.begin(), prompt.end());
         res_.canvas.resize(L_, ids.mask);
         res_.steps.reserve(opt.steps);
-        states_.assign(L_, TokenState::Masked);
-        for (int p = 0; p < P_; ++p)
-            states_[p] = TokenState::Stable;
-        drafts_.assign(L_, -1);
+        states_ = fresh_states(P_, L_);
+        drafts_.assign(L_, -1);  // none ever
         req_.rows.reserve(L_);
         req_.kv_len.assign(1, L_);
         req_.need_logits = true;

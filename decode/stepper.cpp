@@ -70,6 +70,12 @@ class StepperPolicy : public Policy {
 
 }  // namespace
 
+std::vector<TokenState> fresh_states(int prompt_len, int canvas_len) {
+    std::vector<TokenState> s(static_cast<size_t>(canvas_len), TokenState::Masked);
+    std::fill(s.begin(), s.begin() + prompt_len, TokenState::Stable);
+    return s;
+}
+
 void record_step_cost(GenerateResult& res, int64_t device_rows, double ms) {
     StepInfo& s = res.steps.back();
     res.rows_device += device_rows - s.rows_device;

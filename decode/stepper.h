@@ -100,6 +100,10 @@ class Stepper {
     virtual StepEvent event() const = 0;
 };
 
+// The token states of a fresh canvas of L positions whose first P are the prompt: Stable, then
+// Masked.
+std::vector<TokenState> fresh_states(int prompt_len, int canvas_len);
+
 // Stepper::record_cost's bookkeeping: the last step's device rows and time, and the result's
 // device rows.
 void record_step_cost(GenerateResult& res, int64_t device_rows, double ms);
