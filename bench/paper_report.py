@@ -203,7 +203,7 @@ def long_section(res, w, line):
     w("### The seed's regime: 128-token answers (measured)")
     w("")
     w(f"tiny-llada-l against its AR twin tiny-ar-l, the first {n} problems of "
-      "models/tasks/mix-1000-l.jsonl (ladd, lsub, lmul, lcum: scratchpad arithmetic whose "
+      "models/tasks/mix-1000-l.jsonl (ladd and lsub: scratchpad arithmetic whose "
       "later blocks read what earlier blocks wrote), 128 tokens in blocks of 32. These are "
       "the policies whose decisions the 128-token rows above replay; their accuracy is far "
       "below the AR twin's (the issue's 85 % goal for the dLLM is missed: models/README.md).")

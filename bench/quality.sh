@@ -24,7 +24,7 @@
 #             + threshold 0.9, mbsd + threshold 0.9 on npu-sim) on mix-1000-l at block 32, and on
 #             its first 200 problems those two beside mbsd + --revise and TTS of 4 candidates; the AR twin tiny-ar-l; and the decision traces
 #             the 8B projections replay (bench/ablation.sh with TRACES=long). SET=mix
-#             takes the grid on mix-1000-l (1,000 problems) instead of all-test-l (4,000).
+#             takes the grid on mix-1000-l (1,000 problems) instead of all-test-l (2,000).
 . "$(dirname "$0")/common.sh"
 Q=$OUT/quality
 mkdir -p "$Q"

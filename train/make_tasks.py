@@ -6,7 +6,7 @@ Files: <task>-test.jsonl (--n problems drawn like the training data, but only pr
 puts them in the test split), <task>-hard.jsonl (--hard problems from the hard distribution, also
 from the test split), all-test.jsonl (every <task>-test, concatenated in TASKS order),
 all-hard.jsonl, smoke-50.jsonl (the first problems of each <task>-test, 50 in all, tasks
-interleaved) and mix-1000.jsonl (the first 250 of each <task>-test, interleaved: the quicker set
+interleaved) and mix-1000.jsonl (the first 1000 / len(tasks) of each <task>-test, interleaved: the quicker set
 bench/quality.sh compares decoding policies on). The long suite (--suite long, tiny-llada-l's
 tasks) writes its per-task files the same way and its combined files with an "-l" suffix:
 all-test-l.jsonl, all-hard-l.jsonl, smoke-50-l.jsonl, mix-1000-l.jsonl. One JSON object per line: {"task", "prompt",
@@ -55,7 +55,8 @@ def main():
                 smoke.append(per_task[t][i])
         i += 1
     tasks.write_jsonl(os.path.join(args.out, f"smoke-50{sfx}.jsonl"), smoke)
-    mix = [per_task[t][i] for i in range(min(250, args.n)) for t in task_names]
+    per = min(1000 // len(task_names), args.n)  # 1,000 problems in all, tasks interleaved
+    mix = [per_task[t][i] for i in range(per) for t in task_names]
     tasks.write_jsonl(os.path.join(args.out, f"mix-1000{sfx}.jsonl"), mix)
     print(f"all-test {len(all_test)}, all-hard {len(all_hard)}, smoke-50 {len(smoke)}, "
           f"mix-1000 {len(mix)}")
