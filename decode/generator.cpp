@@ -29,14 +29,16 @@
 //              rule then runs over the block's masked positions as usual. Draft rows feed the mask
 //              token (default) or the draft token (DraftInput); either way a draft's K/V is only
 //              ever in its own slot, which is recomputed when the position's state changes.
-// pipeline     need + the next block decoding beside the current one (training-free pipelined
-//              blocks): once --pipeline-start of the current block is committed, the next block's
-//              masked rows join the window and it commits its own positions at
-//              --pipeline-threshold (at least --pipeline-min per step). Those commits are real
-//              tokens (context for every later row) but count only once verified: the first
-//              forward of their own block feeds the mask at each of them and keeps the token when
-//              predicted again with confidence >= --pipeline-accept, else masks it again. A block
-//              is over only when none of its positions waits for verification.
+// pipeline     need + later blocks decoding beside the current one (training-free pipelined
+//              blocks, decode/pipeline.h): once the block before it is --pipeline-start along, a
+//              later block (up to --pipeline-depth) joins the window and commits its own
+//              positions at --pipeline-threshold (at least --pipeline-min per step). Those
+//              commits are real tokens (context for every later row) but count only once a check
+//              predicts the same token with confidence >= --pipeline-accept, in block order: a
+//              shadow row beside the token (several blocks per forward, the longest passing
+//              prefix kept), or the mask fed there in the block's first forward (mask mode);
+//              else the position is masked again. A block is over only when none of its
+//              positions waits for verification.
 // Commit rules: the schedule; threshold tau (every masked position of the block with confidence
 // >= tau, at least the most confident); factor f (the n-th most confident needs
 // >= 1 - f / (n + 1), at least one). With a parallel rule a block takes as many steps as it needs
@@ -142,6 +144,7 @@ DiffusionConfig configure_diffusion(const std::string& name, const GenerateOptio
                         number_str(opt.pipeline_accept));
         }
         if (opt.pipeline_min < 0) throw Error("--pipeline-min must be >= 0");
+        if (opt.pipeline_depth < 1) throw Error("--pipeline-depth must be >= 1");
         if (opt.revise.on) {
             throw Error(
                 "--revise cannot be combined with --policy pipeline: a token committed ahead "
@@ -159,7 +162,9 @@ DiffusionConfig configure_diffusion(const std::string& name, const GenerateOptio
 }
 
 int rows_per_position(const DiffusionConfig& cfg, const GenerateOptions& opt) {
-    return cfg.speculate && opt.draft_input == DraftInput::Token ? 2 : 1;
+    const bool drafts_as_tokens = cfg.speculate && opt.draft_input == DraftInput::Token;
+    const bool shadow_checks = cfg.pipeline && opt.pipeline_verify == PipelineVerify::Shadow;
+    return drafts_as_tokens || shadow_checks ? 2 : 1;
 }
 
 SessionShape session_shape(const DiffusionConfig& cfg, const GenerateOptions& opt, int canvas_len,
@@ -224,7 +229,7 @@ Generator::Generator(const model::Model& model, const GenerateOptions& opt, cons
         prompt_index_[p] = x[p] != ids_.mask;
         state_[p] = p < P_ ? TokenState::Stable : TokenState::Masked;
     }
-    ahead_.assign(L_, false);
+    pipe_ = Pipeline(opt_, P_, L_);
     kv_tok_.assign(L_, -1);
     commit_step_.assign(L_, -1);
     streak_.assign(L_, 0);
@@ -249,6 +254,11 @@ Generator::Generator(const model::Model& model, const GenerateOptions& opt, cons
     cand_.reserve(L_);
     look_cand_.reserve(L_);
     ahead_cand_.reserve(L_);
+    later_pos_.reserve(L_);
+    later_cand_.reserve(L_);
+    check_tok_.reserve(L_);
+    check_cand_.reserve(L_);
+    verdicts_.reserve(L_);
     chosen_.reserve(L_);
     committed_.reserve(L_);
     // Steps: the schedule's, or one per position, plus the no-progress allowance per block.
@@ -292,58 +302,70 @@ int Generator::block_masked() const {
     return m;
 }
 
-int Generator::active_end(int block_start, int block_end) const {
-    if (!cfg_.pipeline || block_end >= L_) return block_end;
-    int done = 0;
-    for (int p = block_start; p < block_end; ++p)
-        done += state_[p] != TokenState::Masked;
-    return done >= opt_.pipeline_start * opt_.block ? std::min(L_, block_end + opt_.block)
-                                                    : block_end;
-}
-
-bool Generator::block_unverified() const {
-    const int b1 = P_ + (block_ + 1) * opt_.block;
-    for (int p = b1 - opt_.block; p < b1; ++p)
-        if (ahead_[p]) return true;
-    return false;
-}
-
-int Generator::verify_ahead(StepInfo& info, int n_cur) {
-    // The block's positions committed ahead were fed the mask this forward: kept when the
-    // prediction is the same token with confidence >= pipeline_accept, else masked again (and left
-    // in the commit rule's running with the new prediction).
+int Generator::verify_ahead(StepInfo& info) {
+    // This step's checks of ahead commits, in position order: the current block's (in need_'s
+    // first n_cur_ entries, candidates in cand_) and, in shadow mode, the later blocks' (the
+    // rest, candidates in ahead_cand_). Kept tokens count; rejected ones are masked again (in the
+    // current block they stay in the commit rule's running with the check's prediction);
+    // deferred ones wait for a later step, out of the running.
+    const int n_need = static_cast<int>(need_.size());
+    auto cand_at = [&](int i) -> Candidate& {
+        return i < n_cur_ ? cand_[i] : ahead_cand_[static_cast<size_t>(i - n_cur_)];
+    };
+    check_tok_.clear();
+    check_cand_.clear();
+    for (int i = 0; i < n_need; ++i) {
+        if (!pipe_.checked(need_[i])) continue;
+        check_tok_.push_back(res_.canvas[need_[i]]);
+        check_cand_.push_back(cand_at(i));
+    }
+    pipe_.judge(check_tok_, check_cand_, verdicts_);
     int kept = 0;
-    for (int r = 0; r < n_cur; ++r) {
-        const int p = need_[r];
-        if (!ahead_[p]) continue;
-        ahead_[p] = false;
-        if (cand_[r].token == res_.canvas[p] && cand_[r].confidence >= opt_.pipeline_accept) {
-            ++info.ahead_verified;
-            ++kept;
-            res_.confidence_sum += cand_[r].confidence;
-            ++res_.confidence_n;
-            cand_[r].confidence = -1.0f;
-        } else {
-            res_.canvas[p] = ids_.mask;
-            state_[p] = TokenState::Masked;
-            ++info.ahead_rejected;
+    size_t k = 0;
+    for (int i = 0; i < n_need; ++i) {
+        const int p = need_[i];
+        if (!pipe_.checked(p)) continue;
+        Candidate& c = cand_at(i);
+        switch (verdicts_[k++]) {
+            case Pipeline::Verdict::Keep:
+                pipe_.clear(p);
+                ++info.ahead_verified;
+                ++kept;
+                res_.confidence_sum += c.confidence;
+                ++res_.confidence_n;
+                c.confidence = -1.0f;
+                break;
+            case Pipeline::Verdict::Reject:
+                pipe_.clear(p);
+                res_.canvas[p] = ids_.mask;
+                state_[p] = TokenState::Masked;
+                ++info.ahead_rejected;
+                if (i >= n_cur_) c.confidence = -1.0f;  // a later block's: not committed ahead now
+                break;
+            case Pipeline::Verdict::Defer:
+                c.confidence = -1.0f;
+                break;
         }
     }
     return kept;
 }
 
 void Generator::commit_ahead(StepInfo& info) {
-    if (ahead_cand_.empty()) return;
-    // The most confident pipeline_min positions, and every one at or above the threshold.
-    select_top_k(ahead_cand_, std::min(opt_.pipeline_min, static_cast<int>(ahead_cand_.size())),
-                 chosen_);
+    // The later blocks' positions that were masked when the step was planned (checks are not
+    // candidates: their prediction was made blind to their own token).
+    later_pos_.clear();
+    later_cand_.clear();
     for (size_t i = 0; i < ahead_cand_.size(); ++i) {
-        const bool forced =
-            std::find(chosen_.begin(), chosen_.end(), static_cast<int>(i)) != chosen_.end();
-        if (!(ahead_cand_[i].confidence >= opt_.pipeline_threshold) && !forced) continue;
         const int p = need_[static_cast<size_t>(n_cur_) + i];
-        commit(p, ahead_cand_[i].token);
-        ahead_[p] = true;
+        if (pipe_.checked(p)) continue;
+        later_pos_.push_back(p);
+        later_cand_.push_back(ahead_cand_[i]);
+    }
+    pipe_.choose_ahead(later_pos_, later_cand_, chosen_);
+    for (int i : chosen_) {
+        const int p = later_pos_[static_cast<size_t>(i)];
+        commit(p, later_cand_[static_cast<size_t>(i)].token);
+        pipe_.committed_ahead(p);
         ++info.ahead_committed;
     }
 }
@@ -373,7 +395,7 @@ void Generator::finish_block() {
                 x[p] = fill;
                 state_[p] = TokenState::Stable;
                 spec_.clear(p);
-                ahead_[p] = false;
+                pipe_.clear(p);
             }
             res_.stopped_early = true;
         }
@@ -455,18 +477,20 @@ void Generator::plan_need() {
     const int block_start = P_ + block_ * opt_.block, block_end = block_start + opt_.block;
     const bool first = global_step_ == 0;
     const int n0 = opt_.revise.on ? P_ : block_start;
-    // pipeline: the next block's masked positions join once the block is far enough along;
-    // the block's own positions committed ahead are verified (fed the mask, predicted again).
-    const int end = active_end(block_start, block_end);
+    // pipeline: later blocks' masked positions join once the block before each is far enough
+    // along; ahead commits are checked (fed the mask, or by a shadow row beside the token).
+    const int end = cfg_.pipeline ? pipe_.active_end(block_, state_) : block_end;
+    if (cfg_.pipeline) pipe_.plan_checks(block_, end, state_);
     n_cur_ = 0;
     for (int p = n0; p < end; ++p) {
         if (state_[p] == TokenState::Masked || state_[p] == TokenState::Draft ||
-            (p < block_end && ahead_[p])) {
+            (cfg_.pipeline && pipe_.checked(p))) {
             need_.push_back(p);
             n_cur_ += p < block_end;
         }
     }
-    auto verify_at = [&](int p) { return p < block_end && ahead_[p]; };
+    auto verify_at = [&](int p) { return cfg_.pipeline && pipe_.checked(p) && !pipe_.shadow(); };
+    auto shadow_at = [&](int p) { return cfg_.pipeline && pipe_.checked(p) && pipe_.shadow(); };
     // Committed positions whose slot does not hold their token's K/V yet (a revised token's
     // K/V are the CPU path's to recompute; a verified one's slot gets the mask's this step).
     auto stale_at = [&](int p) {
@@ -509,6 +533,13 @@ void Generator::plan_need() {
             const bool stale = stale_at(p);
             if (!(first || is_need || is_look || stale)) continue;
             if (s == 0 && stale && !first) stale_.push_back(p);
+            if (shadow_at(q)) {
+                // A check of an ahead commit: the token stays context for every other row (its
+                // K/V written when stale), and a shadow row predicts the position blind to it.
+                if (stale) req_.rows.push_back({x[p], p, s, p, -1, false});
+                req_.rows.push_back({ids_.mask, p, s, -1, p, true});
+                continue;
+            }
             int32_t tok = committed && !verify_at(p) ? x[p] : ids_.mask;
             if (s == 1 && prompt_index_[p]) tok = ids_.mask;
             if (is_look && opt_.draft_input == DraftInput::Token && spec_.draft(p) >= 0 &&
@@ -626,7 +657,7 @@ struct Generator::Actions final : BlockActions {
         g.res_.confidence_sum += confidence;
         ++g.res_.confidence_n;
     }
-    int verify_ahead() override { return g.verify_ahead(info, g.n_cur_); }
+    int verify_ahead() override { return g.verify_ahead(info); }
     int accepted() const override { return info.drafts_accepted; }
 };
 
@@ -729,7 +760,7 @@ void Generator::apply(std::span<const RowPrediction> preds,
     while (!blocks_done_) {
         const bool over = cfg_.exact_reference
                               ? step_in_block_ >= steps_per_block_
-                              : block_masked() == 0 && !(cfg_.pipeline && block_unverified());
+                              : block_masked() == 0 && !(cfg_.pipeline && pipe_.unverified(block_));
         if (!over) break;
         finish_block();
         ++block_;

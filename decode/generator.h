@@ -12,6 +12,7 @@
 #include "decode/decisions.h"
 #include "decode/lookahead.h"
 #include "decode/noise.h"
+#include "decode/pipeline.h"
 #include "decode/policy.h"
 #include "decode/revision_rule.h"
 #include "decode/sampling.h"
@@ -87,6 +88,8 @@ class Generator : public Stepper {
     // The token whose K/V the cache slot of position p holds (-1: never written).
     int32_t kv_token(int p) const { return kv_tok_[p]; }
     std::span<const int32_t> last_committed() const { return committed_; }
+    // pipeline: position p holds a token committed ahead of its block, not verified yet.
+    bool committed_ahead(int p) const { return cfg_.pipeline && pipe_.ahead(p); }
     std::span<const int32_t> last_revised() const { return revised_; }
 
   private:
@@ -98,12 +101,9 @@ class Generator : public Stepper {
     void resolve_draft(int p, bool accept, bool early, StepInfo& info);
     struct Actions;  // what a decision source's word does (decode/decisions.h)
     int block_masked() const;
-    // pipeline: where this step's decoding ends (the block's end, or the next block's once the
-    // block is far enough along); the next block's commits, and their verification.
-    int active_end(int block_start, int block_end) const;
+    // pipeline: the later blocks' commits, and this step's verdicts on ahead commits.
     void commit_ahead(StepInfo& info);
-    int verify_ahead(StepInfo& info, int n_cur);
-    bool block_unverified() const;
+    int verify_ahead(StepInfo& info);
     void finish_block();
     void start_block();
     void plan_revision();
@@ -117,6 +117,7 @@ class Generator : public Stepper {
     DiffusionConfig cfg_;
     CommitPolicy rule_;                          // how many and which positions a step commits
     Speculation spec_;                           // mbsd: drafts and lookahead
+    Pipeline pipe_;                              // pipeline: ahead commits and their checks
     std::unique_ptr<DecisionSource> decisions_;  // the model's, or a trace's (--replay)
     CounterNoise own_noise_;
     NoiseSource* noise_;
@@ -135,12 +136,17 @@ class Generator : public Stepper {
     StepRequest req_;
     std::vector<int32_t> need_;   // positions of the current block predicted this step
     int n_cur_ = 0;               // of which in the current block (pipeline: the rest are ahead)
-    std::vector<bool> ahead_;     // pipeline: committed ahead of its block, not verified yet
     std::vector<int32_t> look_;   // lookahead positions predicted this step (drafts)
     std::vector<int32_t> stale_;  // committed positions whose K/V this step recomputes
     int lookahead_ = 0;
     // Decisions.
     std::vector<Candidate> cand_, look_cand_, ahead_cand_;
+    // pipeline: the later blocks' positions masked when the step was planned, their predictions
+    std::vector<int32_t> later_pos_;
+    std::vector<Candidate> later_cand_;
+    std::vector<int32_t> check_tok_;  // pipeline: this step's checks, their tokens and predictions
+    std::vector<Candidate> check_cand_;
+    std::vector<Pipeline::Verdict> verdicts_;
     std::vector<float> guided_;
     std::vector<int> chosen_;
     std::vector<int32_t> committed_;

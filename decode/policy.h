@@ -33,6 +33,11 @@ const char* token_state_name(TokenState s);
 // around them; their K/V are written to the draft's slot, which is recomputed whenever the
 // position's state changes).
 enum class DraftInput { Mask, Token };
+// How the pipeline checks a token committed ahead of its block (docs/step-engine.md, "Pipelined
+// blocks"): Mask feeds the mask at every ahead position of a block in its first forward as the
+// current block; Shadow adds a check row (the mask, blind to its own key) beside the token, so
+// the checks of several blocks can share one forward, in block order.
+enum class PipelineVerify { Mask, Shadow };
 const char* remasking_name(Remasking r);
 
 // Progressive revision (docs/step-engine.md, "Progressive revision"): committed tokens stay
@@ -134,15 +139,18 @@ struct GenerateOptions {
     // mbsd draft acceptance: when its block becomes current, a draft is accepted if that
     // block's first forward predicts the same token with confidence >= accept (default 0.5).
     double accept = 0.5;
-    // pipeline: the next block starts decoding beside the current one once this share of the
-    // current block is committed; each step it commits its positions whose confidence reaches
-    // pipeline_threshold, and at least its pipeline_min most confident ones. Those commits are
-    // verified by the first forward of their own block (fed the mask there, kept when predicted
-    // again with confidence >= pipeline_accept, else masked again; docs/step-engine.md).
+    // pipeline: a later block starts decoding beside the current one once this share of the
+    // block before it is committed, up to pipeline_depth blocks ahead; each step an ahead block
+    // commits its positions whose confidence reaches pipeline_threshold, and at least its
+    // pipeline_min most confident ones. Those commits count once verified in block order: kept
+    // when a check predicts the same token with confidence >= pipeline_accept, else masked
+    // again (pipeline_verify says how a check is made; docs/step-engine.md).
     double pipeline_start = 0.0;
-    double pipeline_threshold = 0.7;
-    int pipeline_min = 1;
-    double pipeline_accept = 0.1;
+    double pipeline_threshold = kDefaultThreshold;
+    int pipeline_min = 0;
+    double pipeline_accept = 0.5;
+    int pipeline_depth = 3;
+    PipelineVerify pipeline_verify = PipelineVerify::Shadow;
     // mbsd --lookahead auto on a device without a cost model: this host's forward cost by row
     // count is measured once per canvas length and kept here (empty: in memory only);
     // recalibrate measures again.

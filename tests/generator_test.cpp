@@ -2,8 +2,8 @@
 // the token-state invariants of every policy, multi-block speculation's drafts (never in the
 // cache that later steps treat as final, rejected ones back to masked), --lookahead 0 against
 // the policy without speculation, the lookahead rule on hand-made cost tables, several
-// generations in one forward, the pipeline's ahead commits and their verification, and shadow
-// rows / slots / duplicate writes in runtime::Batch.
+// generations in one forward, and shadow rows / slots / duplicate writes in runtime::Batch
+// (the pipeline's tests are in pipeline_test.cpp).
 #include <gtest/gtest.h>
 
 #include <array>
@@ -20,107 +20,16 @@
 #include "decode/trace.h"
 #include "model/model.h"
 #include "runtime/device.h"
+#include "tests/step_trace.h"
 #include "tools/common.h"
 #include "util/error.h"
 
 using namespace llada;
 namespace fs = std::filesystem;
 
+using namespace llada::steptest;
+
 namespace {
-
-fs::path decode_dir() {
-    return fs::path(LLADA_TEST_DATA) / "decode";
-}
-
-std::string shipped(const char* name) {
-    return (fs::path(LLADA_SOURCE_DIR) / "models" / name).string();
-}
-
-// A generation run step by step, with the canvas and states after every step.
-struct Trace {
-    decode::GenerateResult result;
-    std::vector<std::vector<int32_t>> canvas;
-    std::vector<std::vector<decode::TokenState>> states;
-    std::vector<decode::StepInfo> steps;
-    std::vector<std::vector<int32_t>> committed;
-    // Layer-0 keys read back from the cache after the last step, per position (head 0).
-    std::vector<std::vector<float>> k0;
-    std::vector<int32_t> kv_token;
-};
-
-std::vector<float> layer0_key(const model::Model& m, int32_t token, int32_t p);
-
-// Checked after every step when asked: each committed position whose slot is not due for
-// recomputation holds the layer-0 key of its committed token (never a draft's).
-struct CacheCheck {
-    bool on = false;
-    int checked = 0;
-    std::map<std::pair<int32_t, int32_t>, std::vector<float>> keys;  // (token, position)
-};
-
-Trace run(const model::Model& m, const std::string& policy, decode::GenerateOptions opt,
-          const decode::TokenIds& ids, const std::vector<int32_t>& prompt,
-          const decode::ForwardCost* cost = nullptr, int threads = 1, CacheCheck* check = nullptr) {
-    runtime::ThreadPool pool(threads);
-    auto dev = runtime::make_cpu_device(pool);
-    const auto cfg = decode::configure_diffusion(policy, opt);
-    decode::Generator g(m, opt, ids, cfg, prompt, cost);
-    const int L = g.canvas_len();
-    // The shape the CLI sizes its session by (with --revise-tail dense's scratch slots).
-    const decode::SessionShape shape = decode::session_shape(cfg, opt, L);
-    runtime::KvCache kv = decode::session_cache(m, shape, opt);
-    model::Session s(m, *dev, kv, shape.rows, shape.rows, opt.kernels);
-    Trace t;
-    {
-        decode::Scheduler sched(s);
-        sched.add(g);
-        while (!g.done()) {
-            EXPECT_TRUE(sched.step());
-            t.canvas.emplace_back(g.result().canvas);
-            t.states.emplace_back(g.states().begin(), g.states().end());
-            t.steps.push_back(g.last_step());
-            t.committed.emplace_back(g.last_committed().begin(), g.last_committed().end());
-            if (check == nullptr || !check->on) continue;
-            for (int p = static_cast<int>(prompt.size()); p < L; ++p) {
-                if (!g.kv_fresh(p)) continue;
-                const int32_t tok = g.result().canvas[p];
-                auto& want = check->keys[{tok, p}];
-                if (want.empty()) want = layer0_key(m, tok, p);
-                const float* k = s.kv().k(0, 0, 0, p);
-                float err = 0;
-                for (size_t i = 0; i < want.size(); ++i)
-                    err = std::max(err, std::fabs(want[i] - k[i]));
-                EXPECT_LT(err, 1e-5f) << "step " << t.steps.size() << " position " << p;
-                ++check->checked;
-            }
-        }
-        EXPECT_FALSE(sched.step());
-    }
-    const int64_t hd = m.hparams().head_dim;
-    for (int p = 0; p < L; ++p) {
-        const float* k = s.kv().k(0, 0, 0, p);
-        t.k0.emplace_back(k, k + hd);
-        t.kv_token.push_back(g.kv_token(p));
-    }
-    t.result = g.take_result();
-    return t;
-}
-
-// The layer-0 key of `token` at position p: it depends on nothing else (no attention before it).
-std::vector<float> layer0_key(const model::Model& m, int32_t token, int32_t p) {
-    runtime::ThreadPool pool(1);
-    auto dev = runtime::make_cpu_device(pool);
-    model::Session s(m, *dev, 1, p + 1, 1, 1);
-    int32_t seq = 0, out = 0, kv = p + 1, slot = p;
-    runtime::Batch b{1, &token, &p, &seq, 1, &out, &kv, &slot, nullptr};
-    s.forward_stats(b);
-    const float* k = s.kv().k(0, 0, 0, p);
-    return std::vector<float>(k, k + m.hparams().head_dim);
-}
-
-bool committed_state(decode::TokenState s) {
-    return s == decode::TokenState::Visible || s == decode::TokenState::Stable;
-}
 
 // The invariants every non-reference policy keeps (docs/step-engine.md).
 void expect_invariants(const Trace& t, int prompt_len, int block, const decode::TokenIds& ids) {
@@ -158,33 +67,6 @@ void expect_invariants(const Trace& t, int prompt_len, int block, const decode::
         }
     }
 }
-
-struct Tiny {
-    tools::LoadedModel lm;
-    decode::GenerateOptions opt;
-    Tiny() : lm(tools::load_model(shipped("tiny-llada-m.gguf"))) {
-        opt.gen = 32;
-        opt.block = 8;
-        opt.steps = 32;
-        opt.threshold = 0.9;
-    }
-    std::vector<int32_t> prompt(const std::string& text) const {
-        return lm.tok->encode(text, lm.tok->add_bos_default(), false);
-    }
-};
-
-// Two runs that decode alike: the same canvas, and step for step the same commits and rows.
-void expect_same_steps(const Trace& a, const Trace& b) {
-    EXPECT_EQ(a.result.canvas, b.result.canvas);
-    ASSERT_EQ(a.steps.size(), b.steps.size());
-    for (size_t i = 0; i < a.steps.size(); ++i) {
-        EXPECT_EQ(a.committed[i], b.committed[i]);
-        EXPECT_EQ(a.steps[i].rows, b.steps[i].rows);
-    }
-}
-
-const char* kPrompts[] = {
-    "sort 75 71 54 77 85 25:", "6238+0032=", "0784-0542=", "sort 38 27 91 54 66 12:", "4721+3987="};
 
 }  // namespace
 
@@ -592,176 +474,6 @@ TEST(Generator, ImpossibleSpeculationOptionsAreRejected) {
     opt.remasking = decode::Remasking::LowConfidence;
     opt.refresh = 2;
     EXPECT_THROW(decode::configure_diffusion("need", opt), Error);
-}
-
-// --- pipelined blocks ---
-
-namespace {
-
-// The pipeline's own invariants: commits lie in the step's block or the next one; a position
-// committed ahead of its block is resolved (kept or masked again) exactly once, at the first
-// step of its block, and a block is never left with such a position unresolved (the early stop
-// may fill it instead).
-void expect_pipeline_invariants(const Trace& t, int P, int block, const decode::TokenIds& ids) {
-    std::map<int32_t, int32_t> ahead;  // unresolved ahead commits: position -> token
-    int64_t committed = 0, verified = 0, rejected = 0;
-    int last_block = 0;
-    for (size_t i = 0; i < t.steps.size(); ++i) {
-        SCOPED_TRACE("step " + std::to_string(i));
-        const auto& st = t.steps[i];
-        EXPECT_GE(st.block, last_block);
-        const int b0 = P + st.block * block, b1 = b0 + block;
-        // Resolutions: the ahead commits of this block, at the block's first step.
-        int resolved = 0;
-        for (auto it = ahead.begin(); it != ahead.end();) {
-            if (it->first >= b1) {
-                ++it;
-                continue;
-            }
-            EXPECT_GE(it->first, b0) << "an earlier block ended with an unresolved position";
-            EXPECT_EQ(st.step_in_block, 0);
-            const bool kept =
-                t.canvas[i][it->first] == it->second && committed_state(t.states[i][it->first]);
-            const bool recommitted = std::find(t.committed[i].begin(), t.committed[i].end(),
-                                               it->first) != t.committed[i].end();
-            // Masked again, unless the commit rule took its new prediction in the same step.
-            if (!kept || recommitted) {
-                EXPECT_TRUE(t.states[i][it->first] == decode::TokenState::Masked || recommitted);
-            }
-            ++resolved;
-            it = ahead.erase(it);
-        }
-        EXPECT_EQ(resolved, st.ahead_verified + st.ahead_rejected);
-        int n_ahead = 0;
-        for (int32_t p : t.committed[i]) {
-            EXPECT_GE(p, b0);
-            EXPECT_LT(p, b1 + block);
-            EXPECT_NE(t.canvas[i][p], ids.mask);
-            if (p >= b1) {
-                ahead[p] = t.canvas[i][p];
-                ++n_ahead;
-            }
-        }
-        EXPECT_EQ(n_ahead, st.ahead_committed);
-        committed += st.ahead_committed;
-        verified += st.ahead_verified;
-        rejected += st.ahead_rejected;
-        last_block = st.block;
-    }
-    // Left unresolved only when the answer ended first: the stop filled them with end-of-text.
-    for (const auto& [p, tok] : ahead) {
-        EXPECT_TRUE(t.result.stopped_early) << p;
-        EXPECT_EQ(t.states.back()[p], decode::TokenState::Stable) << p;
-    }
-    EXPECT_EQ(committed, verified + rejected + static_cast<int64_t>(ahead.size()));
-    EXPECT_EQ(committed, t.result.ahead_committed);
-}
-
-}  // namespace
-
-// --pipeline-start 1: the next block never starts early, so the policy is need with the same
-// commit rule, step for step.
-TEST(Pipeline, StartOneIsNeed) {
-    Tiny tiny;
-    for (const char* text : kPrompts) {
-        SCOPED_TRACE(text);
-        auto opt = tiny.opt;
-        opt.pipeline_start = 1.0;
-        const auto prompt = tiny.prompt(text);
-        const Trace a = run(*tiny.lm.model, "pipeline", opt, tiny.lm.ids, prompt);
-        const Trace b = run(*tiny.lm.model, "need", tiny.opt, tiny.lm.ids, prompt);
-        expect_same_steps(a, b);
-        EXPECT_EQ(a.result.ahead_committed, 0);
-    }
-}
-
-// The default pipeline on the trained model: commits ahead, verifies them at their block's
-// first step, keeps the cache's committed slots exact, and ends with everything stable.
-TEST(Pipeline, CommitsAheadVerifiesInBlockOrderAndKeepsTheCacheExact) {
-    Tiny tiny;
-    int64_t ahead = 0;
-    for (const char* text : kPrompts) {
-        SCOPED_TRACE(text);
-        auto opt = tiny.opt;
-        opt.early_stop = 0;
-        const auto prompt = tiny.prompt(text);
-        CacheCheck check;
-        check.on = true;
-        const Trace t =
-            run(*tiny.lm.model, "pipeline", opt, tiny.lm.ids, prompt, nullptr, 1, &check);
-        EXPECT_GT(check.checked, 0);
-        expect_pipeline_invariants(t, static_cast<int>(prompt.size()), opt.block, tiny.lm.ids);
-        for (size_t p = prompt.size(); p < t.states.back().size(); ++p)
-            EXPECT_EQ(t.states.back()[p], decode::TokenState::Stable) << p;
-        ahead += t.result.ahead_committed;
-    }
-    EXPECT_GT(ahead, 0);
-}
-
-// Verification has teeth: at --pipeline-accept 1 (and with every next-block prediction forced
-// in) most ahead commits are masked again, and the invariants still hold.
-TEST(Pipeline, RejectedAheadCommitsReturnToMasked) {
-    Tiny tiny;
-    auto opt = tiny.opt;
-    opt.pipeline_accept = 1.0;
-    opt.pipeline_min = 8;
-    const auto prompt = tiny.prompt("sort 75 71 54 77 85 25:");
-    const Trace t = run(*tiny.lm.model, "pipeline", opt, tiny.lm.ids, prompt);
-    expect_pipeline_invariants(t, static_cast<int>(prompt.size()), opt.block, tiny.lm.ids);
-    EXPECT_GT(t.result.ahead_rejected, 0);
-}
-
-// On the long model (128 tokens in blocks of 32), where blocks take several forwards, the
-// pipeline takes fewer forwards than need with the same commit rule.
-TEST(Pipeline, SavesForwardsOnTheLongModel) {
-    auto lm = tools::load_model(shipped("tiny-llada-l.gguf"));
-    decode::GenerateOptions opt;
-    opt.gen = 128;
-    opt.block = 32;
-    opt.steps = 128;
-    opt.threshold = 0.9;
-    int64_t nfe_pipe = 0, nfe_need = 0;
-    for (const char* text : {"0167070901+0000571880=", "0000000434*3=", "0676959035-0058250369=",
-                             "lcum 94285770209565315689:"}) {
-        const auto prompt = lm.tok->encode(text, lm.tok->add_bos_default(), false);
-        const Trace p = run(*lm.model, "pipeline", opt, lm.ids, prompt);
-        const Trace n = run(*lm.model, "need", opt, lm.ids, prompt);
-        expect_pipeline_invariants(p, static_cast<int>(prompt.size()), opt.block, lm.ids);
-        nfe_pipe += p.result.stats.forwards;
-        nfe_need += n.result.stats.forwards;
-    }
-    EXPECT_LT(nfe_pipe, nfe_need);
-}
-
-TEST(Pipeline, ImpossibleOptionsAreRejectedByName) {
-    auto expect_error = [](decode::GenerateOptions o, const std::string& want) {
-        std::string err;
-        try {
-            decode::configure_diffusion("pipeline", o);
-        } catch (const Error& e) {
-            err = e.what();
-        }
-        EXPECT_NE(err.find(want), std::string::npos) << err;
-    };
-    decode::GenerateOptions o;
-    o.pipeline_start = 1.5;
-    expect_error(o, "--pipeline-start must be a share of the block in [0, 1]");
-    o.pipeline_start = 0.0;
-    o.pipeline_accept = 0.0;
-    expect_error(o, "--pipeline-accept must be in (0, 1]");
-    o.pipeline_accept = 0.1;
-    o.pipeline_threshold = 0.0;
-    expect_error(o, "--pipeline-threshold must be in (0, 1]");
-    o.pipeline_threshold = 0.7;
-    o.pipeline_min = -1;
-    expect_error(o, "--pipeline-min must be >= 0");
-    o.pipeline_min = 1;
-    o.revise.on = true;
-    expect_error(o, "--revise cannot be combined with --policy pipeline");
-    o.revise.on = false;
-    decode::DecisionTrace trace;
-    o.replay = &trace;
-    expect_error(o, "--replay cannot drive --policy pipeline");
 }
 
 // --- row addressing ---

@@ -52,7 +52,7 @@ struct DecodeFlags {
     int seed = 0;
     bool early_stop = false, no_early_stop = false, full_logits = false;
     bool lut_exp = false, lut_dequant = false, kv_f16 = false;
-    std::string lookahead = "auto", draft_input = "mask";
+    std::string lookahead = "auto", draft_input = "mask", pipeline_verify = "shadow";
     bool calibrate = false, full_last_layer = false;
     std::string revise_mode = "replace", revise_rows = "0";
     bool revise_serial = false;

@@ -89,21 +89,30 @@ void DecodeFlags::add_to(ArgTable& args) {
               &calibrate);
     args.section("Pipelined blocks (--policy pipeline)");
     args.real({"--pipeline-start"}, "S",
-              "the next block starts decoding beside the current one once a share S of the\n"
-              "current block is committed (default 0: from the block's first step; 1: never,\n"
+              "a later block starts decoding beside the current one once a share S of the\n"
+              "block before it is committed (default 0: from the first step; 1: never,\n"
               "i.e. --policy need)",
               &opt.pipeline_start, 0.0, 1.0);
     args.real({"--pipeline-threshold"}, "TAU",
-              "the next block commits its positions with confidence >= TAU (default 0.7)",
+              "a block decoding ahead commits its positions with confidence >= TAU\n"
+              "(default: --threshold's default)",
               &opt.pipeline_threshold, 0.0, 1.0);
     args.integer({"--pipeline-min"}, "N",
-                 "... and at least its N most confident positions each step (default 1)",
+                 "... and at least its N most confident positions each step (default 0)",
                  &opt.pipeline_min, 0, 1 << 20);
     args.real({"--pipeline-accept"}, "P",
-              "a position committed ahead counts when its own block's first forward, fed the\n"
-              "mask there, predicts the same token with confidence >= P (default 0.1); else it\n"
-              "is masked again",
+              "a position committed ahead counts when its check predicts the same token with\n"
+              "confidence >= P (default 0.5); else it is masked again",
               &opt.pipeline_accept, 0.0, 1.0);
+    args.integer({"--pipeline-depth"}, "N",
+                 "blocks that may decode ahead of the current one, each starting once the block\n"
+                 "before it is --pipeline-start along (default 3)",
+                 &opt.pipeline_depth, 1, 1 << 20);
+    args.string({"--pipeline-verify"}, "mask|shadow",
+                "how an ahead commit is checked: shadow (default: a check row blind to the token\n"
+                "beside it, so the checks of several blocks share one forward, kept while they\n"
+                "pass in order) or mask (its block's first forward feeds the mask there)",
+                &pipeline_verify);
     args.section("Progressive revision (--revise; policies threshold, dual-cache, mbsd, ...)");
     args.flag({"--revise"},
               "keep committed tokens revisable: a check row (the mask at the position, which\n"
@@ -253,8 +262,8 @@ void DecodeFlags::finish(const ArgTable& args, const model::Model& model) {
             throw Error(std::string(f) + " applies to --policy mbsd, not " + policy);
         }
     }
-    for (const char* f :
-         {"--pipeline-start", "--pipeline-threshold", "--pipeline-min", "--pipeline-accept"}) {
+    for (const char* f : {"--pipeline-start", "--pipeline-threshold", "--pipeline-min",
+                          "--pipeline-accept", "--pipeline-depth", "--pipeline-verify"}) {
         if (args.given(f) && policy != "pipeline") {
             throw Error(std::string(f) + " applies to --policy pipeline, not " + policy);
         }
@@ -266,6 +275,13 @@ void DecodeFlags::finish(const ArgTable& args, const model::Model& model) {
         opt.draft_input = decode::DraftInput::Token;
     } else {
         throw Error("--draft-input must be mask or token, got '" + draft_input + "'");
+    }
+    if (pipeline_verify == "mask") {
+        opt.pipeline_verify = decode::PipelineVerify::Mask;
+    } else if (pipeline_verify == "shadow") {
+        opt.pipeline_verify = decode::PipelineVerify::Shadow;
+    } else {
+        throw Error("--pipeline-verify must be mask or shadow, got '" + pipeline_verify + "'");
     }
     if (calibrate && opt.lookahead >= 0)
         throw Error("--calibrate measures the cost that --lookahead auto sizes with; --lookahead " +

@@ -398,6 +398,9 @@ int main(int argc, char** argv) {
             report["options"]["pipeline_threshold"] = dec.opt.pipeline_threshold;
             report["options"]["pipeline_min"] = dec.opt.pipeline_min;
             report["options"]["pipeline_accept"] = dec.opt.pipeline_accept;
+            report["options"]["pipeline_depth"] = dec.opt.pipeline_depth;
+            report["options"]["pipeline_verify"] =
+                dec.opt.pipeline_verify == decode::PipelineVerify::Shadow ? "shadow" : "mask";
         }
         nlohmann::json tasks = nlohmann::json::object();
         for (const auto& [name, t] : per_task)
