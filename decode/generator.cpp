@@ -504,11 +504,9 @@ void Generator::plan_need() {
         int available = 0;
         for (int p = block_end; p < L_; ++p)
             available += state_[p] == TokenState::Masked || state_[p] == TokenState::Draft;
-        // The first forward computes the whole canvas anyway: its lookahead rows cost only
-        // their LM-head rows, so it drafts the next block whole (auto) or N positions.
         const int last_commits =
             step_in_block_ > 0 && !res_.steps.empty() ? res_.steps.back().committed : -1;
-        lookahead_ = spec_.lookahead(first, n_stale + static_cast<int>(need_.size()), available,
+        lookahead_ = spec_.lookahead(n_stale + static_cast<int>(need_.size()), available,
                                      block_masked(), last_commits);
         for (int p = block_end; p < L_ && static_cast<int>(look_.size()) < lookahead_; ++p) {
             if (state_[p] == TokenState::Masked || state_[p] == TokenState::Draft) {

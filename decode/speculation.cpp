@@ -10,7 +10,6 @@ Speculation::Speculation(const GenerateOptions& opt, int n_seq, int canvas_len,
     : n_seq_(n_seq),
       L_(canvas_len),
       fixed_(opt.lookahead),
-      block_(opt.block),
       accept_(opt.accept),
       mem_mb_(opt.lookahead_mem_mb),
       cost_(cost) {
@@ -37,10 +36,8 @@ void Speculation::resolved(bool accepted, bool early) {
     early_ += early;
 }
 
-int Speculation::lookahead(bool first, int base_rows, int available, int block_masked,
-                           int last_commits) const {
+int Speculation::lookahead(int base_rows, int available, int block_masked, int last_commits) const {
     if (fixed_ >= 0) return std::min(fixed_, available);
-    if (first) return std::min(block_, available);
     LookaheadInputs in;
     in.base_rows = base_rows * n_seq_;
     in.available = available;

@@ -44,15 +44,16 @@ class Speculation {
         commit_steps_ += 1;
     }
 
-    // Lookahead rows of this step out of `available` later positions: --lookahead N, the next
-    // block whole on the first forward (it computes the whole canvas anyway), else the rule of
-    // decode/lookahead.h on `base_rows` (per sequence), the block's `block_masked` positions
-    // and its pace (`last_commits`, the block's previous step's commits; < 0 at its first step).
-    int lookahead(bool first, int base_rows, int available, int block_masked,
-                  int last_commits) const;
+    // Lookahead rows of this step out of `available` later positions: --lookahead N, else the
+    // rule of decode/lookahead.h on `base_rows` (the rows the step needs predictions of, per
+    // sequence), the block's `block_masked` positions and its pace (`last_commits`, the block's
+    // previous step's commits; < 0 at its first step). The first forward is no exception: it
+    // computes the whole canvas anyway, but every lookahead row adds an LM-head row, which a
+    // device may run on its slow CPU.
+    int lookahead(int base_rows, int available, int block_masked, int last_commits) const;
 
   private:
-    int n_seq_ = 1, L_ = 0, fixed_ = 0, block_ = 0;
+    int n_seq_ = 1, L_ = 0, fixed_ = 0;
     double accept_ = 1.0, mem_mb_ = 0.0;
     const ForwardCost* cost_ = nullptr;
     ForwardCost paired_cost_;  // CFG: the cost by pairs of rows
