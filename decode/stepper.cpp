@@ -14,11 +14,11 @@
 #include "util/error.h"
 
 namespace llada::decode {
-namespace {
-
 bool is_diffusion(const std::string& policy) {
     return policy != "ar" && policy != "dream";
 }
+
+namespace {
 
 // A policy's checks of the model and options, before any prompt is seen.
 void check_policy(const std::string& name, const model::Model& model, const GenerateOptions& opt,
@@ -102,6 +102,14 @@ SessionShape session_shape(const std::string& policy, const GenerateOptions& opt
     } else {
         s.rows = s.outs = int64_t{n} * canvas_len;  // Dream: each step a full canvas
     }
+    return s;
+}
+
+SessionShape shared_session_shape(int n_seq, int canvas_len) {
+    SessionShape s;
+    s.n_seq = n_seq;
+    s.n_pos = canvas_len;
+    s.rows = s.outs = int64_t{n_seq} * canvas_len;
     return s;
 }
 

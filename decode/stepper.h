@@ -100,6 +100,10 @@ class Stepper {
     virtual StepEvent event() const = 0;
 };
 
+// Whether a policy is one of the diffusion policies the Generator runs (every policy but `ar`
+// and `dream`, which are steppers of their own).
+bool is_diffusion(const std::string& policy);
+
 // The token states of a fresh canvas of L positions whose first P are the prompt: Stable, then
 // Masked.
 std::vector<TokenState> fresh_states(int prompt_len, int canvas_len);
@@ -119,6 +123,12 @@ struct SessionShape {
 };
 SessionShape session_shape(const std::string& policy, const GenerateOptions& opt, int prompt_len,
                            int canvas_len, int n = 1);
+// The session llada-server runs every request in: n_seq sequences of canvas_len positions and
+// one window row per position of each. A request takes its own session_shape's sequences and
+// rows of it, so a policy that asks two rows per position (drafts fed as tokens, pipeline
+// checks) takes the rows of two canvases. --revise-tail dense's scratch slots are not included:
+// they would double every sequence's cache.
+SessionShape shared_session_shape(int n_seq, int canvas_len);
 // The KV cache of that shape (its scratch slots may lie past the model's context; the canvas
 // itself must fit, check_canvas_fits).
 runtime::KvCache session_cache(const model::Model& model, const SessionShape& shape,

@@ -63,11 +63,21 @@ CandidatesResult generate_candidates(const std::string& policy, const model::Mod
 
 int auto_candidates(const std::string& policy, const model::Model& model, runtime::Device& device,
                     const GenerateOptions& opt, int prompt_len, int max_n, double* cost_ms) {
-    const DiffusionConfig cfg = configure_diffusion(policy, opt);
     check_canvas_fits(model, prompt_len, opt.gen);
     const int L = prompt_len + opt.gen;
-    const int64_t r = cfg.window == WindowMode::Full ? L : opt.block;
-    model::Session session(model, device, 1, L, r * max_n, r * max_n, opt.kernels);
+    // The rows one candidate's typical step computes: a token (ar), the canvas (dream and the
+    // full-window policies), or a block.
+    int64_t r = L;
+    if (policy == "ar") {
+        r = 1;
+    } else if (is_diffusion(policy) &&
+               configure_diffusion(policy, opt).window != WindowMode::Full) {
+        r = opt.block;
+    }
+    SessionShape shape = session_shape(policy, opt, prompt_len, L, max_n);
+    shape.rows = shape.outs = std::max(shape.rows, r * max_n);
+    runtime::KvCache kv = session_cache(model, shape, opt);
+    model::Session session(model, device, kv, shape.rows, shape.outs, opt.kernels);
     const ForwardCost cost = device_forward_cost(session, r * max_n, L);
     if (cost.empty()) {
         throw Error(

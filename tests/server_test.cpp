@@ -754,6 +754,51 @@ TEST(Server, ADisconnectedStreamFreesItsSlot) {
 // Under --cfg every request holds two sequences (the conditional and the unconditional
 // canvas): with --parallel 2 one request runs at a time and the others wait in the queue
 // instead of failing; each answer is the one the same request gets alone.
+// A request takes the rows its policy asks for of the shared session (decode::session_shape):
+// pipeline checks need two rows per position, so two such requests that would overflow the
+// session's rows together are run one after the other, each answering as alone, and one that
+// could never fit fails naming the rows.
+TEST(Server, RequestsTakeTheirPolicysRowsOfTheSharedSession) {
+    const char* prompts[] = {"2889+8183=", "6238+0032="};
+    Server s({"--parallel", "2", "--max-prompt", "16"});
+    ASSERT_GT(s.port, 0);
+    auto body = [&](int i) {
+        return json{{"prompt", prompts[i]}, {"max_tokens", 32}, {"policy", "pipeline"}}.dump();
+    };
+    std::vector<int> status(2, 0);
+    std::vector<std::string> got(2);
+    std::vector<std::thread> ts;
+    for (int i = 0; i < 2; ++i) {
+        ts.emplace_back([&, i] {
+            httplib::Client ci("127.0.0.1", s.port);
+            ci.set_read_timeout(120);
+            auto r = ci.Post("/v1/completions", body(i), "application/json");
+            if (!r) return;
+            status[i] = r->status;
+            got[i] = r->status == 200
+                         ? json::parse(r->body)["choices"][0]["text"].get<std::string>()
+                         : r->body;
+        });
+    }
+    for (auto& t : ts)
+        t.join();
+    httplib::Client c("127.0.0.1", s.port);
+    for (int i = 0; i < 2; ++i) {
+        EXPECT_EQ(status[i], 200) << got[i];
+        auto r = c.Post("/v1/completions", body(i), "application/json");
+        ASSERT_TRUE(r);
+        ASSERT_EQ(r->status, 200) << r->body;
+        EXPECT_EQ(got[i], json::parse(r->body)["choices"][0]["text"].get<std::string>());
+    }
+    Server one({"--parallel", "1", "--max-prompt", "16"});
+    ASSERT_GT(one.port, 0);
+    httplib::Client c1("127.0.0.1", one.port);
+    auto r = c1.Post("/v1/completions", body(0), "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_NE(r->body.find("window rows per step; this server has 48"), std::string::npos)
+        << r->body;
+}
+
 TEST(Server, CfgRequestsWaitForTheirTwoSequences) {
     Server s({"--parallel", "2", "--cfg", "1.0"});
     ASSERT_GT(s.port, 0);

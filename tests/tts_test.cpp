@@ -171,6 +171,20 @@ TEST(Tts, AutoSizesNFromTheLatencyTable) {
     auto cpu = runtime::make_cpu_device(pool);
     EXPECT_THROW(decode::auto_candidates("dual-cache", *t.lm.model, *cpu, opt, 20, 16, nullptr),
                  Error);
+    // ar and dream size N the same way from their own step's rows: one token per candidate
+    // (ar), the whole canvas (dream), no longer "internal: unknown diffusion policy".
+    for (const auto& [policy, r] : {std::pair<const char*, int64_t>{"ar", 1}, {"dream", 52}}) {
+        SCOPED_TRACE(policy);
+        const int k = decode::auto_candidates(policy, *t.lm.model, *npu, t.opt, 20, 16, &ms);
+        EXPECT_GE(k, 1);
+        model::Session sp(*t.lm.model, *npu, 1, 52, r * 17, r * 17);
+        const auto tp = decode::device_forward_cost(sp, r * 17, 52);
+        EXPECT_LE(tp.at(r * k), 1.1 * tp.at(r) + 1e-9);
+        if (k < 16) {
+            EXPECT_GT(tp.at(r * (k + 1)), 1.1 * tp.at(r));
+        }
+        EXPECT_NEAR(ms, tp.at(r * k), 1e-6);
+    }
 }
 
 // The fused head's Gumbel-max draw against the unfused path's (decode::pick_candidate over the

@@ -43,7 +43,8 @@ void DecodeFlags::add_to(ArgTable& args) {
     args.real({"--threshold"}, "TAU",
               "parallel commits: every masked position of the block with confidence >= TAU\n"
               "(at least one per step); with --policy threshold, prefix-cache or dual-cache,\n"
-              "e.g. --policy dual-cache --threshold 0.9 (policy threshold defaults to 0.9)",
+              "e.g. --policy dual-cache --threshold 0.9 (policy threshold defaults to " +
+                  number_str(decode::kDefaultThreshold) + ")",
               &opt.threshold, 0.0, 1.0);
     args.real({"--factor"}, "F",
               "parallel commits by the factor rule: the n-th most confident position needs\n"
@@ -219,7 +220,8 @@ void DecodeFlags::finish(const ArgTable& args, const model::Model& model) {
     if (args.given("--threshold") && opt.threshold == 0.0) {
         throw Error(
             "--threshold 0 is not a threshold: give TAU in (0, 1], or leave it out for "
-            "the policy's default (threshold: 0.9)");
+            "the policy's default (threshold: " +
+            number_str(decode::kDefaultThreshold) + ")");
     }
     if (args.given("--factor") && opt.factor == 0.0)
         throw Error("--factor 0 is not a factor: give F > 0, or leave it out");
@@ -314,10 +316,6 @@ void DecodeFlags::finish(const ArgTable& args, const model::Model& model) {
     if (args.given("--select") && tts == 0) throw Error("--select applies to --tts N");
     if (select != "vote" && select != "confidence")
         throw Error("--select must be vote or confidence, got '" + select + "'");
-    if (tts < 0 && (policy == "ar" || policy == "dream")) {
-        throw Error("--tts auto sizes the step engine's windows; give --tts N with --policy " +
-                    policy);
-    }
     opt.revise.rows =
         parse_auto_count("--revise-rows", revise_rows, 0, 1 << 20, "a row count >= 0");
 }

@@ -90,8 +90,10 @@ int main(int argc, char** argv) {
         args.integer({"--gen"}, "N", "generated positions (default 128)", &gen, 1, 1 << 20);
         args.integer({"--block"}, "N", "block length (default 32)", &block, 1, 1 << 20);
         args.integer({"--steps"}, "N", "steps (default: --gen)", &steps, 1, 1 << 20);
-        args.real({"--threshold"}, "TAU", "tau of the threshold policies (default 0.9)", &tau, 0.0,
-                  1.0);
+        args.real(
+            {"--threshold"}, "TAU",
+            "tau of the threshold policies (default " + number_str(decode::kDefaultThreshold) + ")",
+            &tau, 0.0, 1.0);
         args.string({"--llama-diffusion"}, "PATH",
                     "an existing llama.cpp llama-diffusion-cli binary to run on the same file,\n"
                     "interleaved with ours (nothing of llama.cpp is built or shipped here)",

@@ -23,11 +23,12 @@ ServerEngine::ServerEngine(const LoadedModel& lm, runtime::Device& device,
     }
     if (limits_.parallel < 1) throw Error("--parallel must be >= 1");
     n_pos_ = limits_.max_prompt + limits_.max_gen;
-    const int64_t rows = int64_t{limits_.parallel} * n_pos_;
+    shape_ = decode::shared_session_shape(limits_.parallel, n_pos_);
     runtime::PlanOptions po;
     po.kv_f16 = limits_.kv_f16;
-    session_ = std::make_unique<model::Session>(*lm.model, device, limits_.parallel, n_pos_, rows,
-                                                rows, po);
+    session_ = std::make_unique<model::Session>(*lm.model, device, shape_.n_seq,
+                                                static_cast<int>(shape_.n_pos), shape_.rows,
+                                                shape_.outs, po);
     sched_ = std::make_unique<decode::Scheduler>(*session_);
     sched_->isolate_failures(true);  // one request's failure is its own, not its batch's
     thread_ = std::thread([this] { loop(); });
@@ -90,7 +91,14 @@ int ServerEngine::active() const {
 int ServerEngine::sequences_in_use() const {
     int n = 0;
     for (const Live& l : live_)
-        n += l.gen->n_seq();
+        n += l.shape.n_seq;
+    return n;
+}
+
+int64_t ServerEngine::rows_in_use() const {
+    int64_t n = 0;
+    for (const Live& l : live_)
+        n += l.shape.rows;
     return n;
 }
 
@@ -146,19 +154,35 @@ void ServerEngine::loop() {
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
         // Admission at the step boundary: first come, first served, while the first request's
-        // sequences (two under --cfg) are free; a request that needs more than the session has
-        // fails, one that needs more than is free now waits.
+        // shape fits what is free (its sequences: two under --cfg; its window rows: two per
+        // position for drafts fed as tokens or pipeline checks); a request that needs more
+        // than the session has fails, naming what, and one that needs more than is free now
+        // waits.
         while (!queue_.empty()) {
             auto r = queue_.front();
-            const int need = decode::sequences_per_generation(r->opt);
-            if (!r->cancelled && need <= limits_.parallel &&
-                sequences_in_use() + need > limits_.parallel)
-                break;
+            decode::SessionShape need;
+            std::string too_big;
+            try {
+                const int P = static_cast<int>(r->prompt.size());
+                need = decode::session_shape(r->policy, r->opt, P, P + r->opt.gen);
+            } catch (const std::exception& e) {
+                too_big = e.what();
+            }
+            if (too_big.empty() && need.n_seq > shape_.n_seq) {
+                too_big = "--cfg needs " + std::to_string(need.n_seq) +
+                          " sequences per request; this server runs --parallel " +
+                          std::to_string(limits_.parallel);
+            } else if (too_big.empty() && need.rows > shape_.rows) {
+                too_big = "this request's policy needs " + std::to_string(need.rows) +
+                          " window rows per step; this server has " + std::to_string(shape_.rows) +
+                          " (--parallel x (--max-prompt + --max-gen))";
+            }
+            const bool fits = sequences_in_use() + need.n_seq <= shape_.n_seq &&
+                              rows_in_use() + need.rows <= shape_.rows;
+            if (!r->cancelled && too_big.empty() && !fits) break;
             queue_.pop_front();
-            if (!r->cancelled && need > limits_.parallel) {
-                r->error = "--cfg needs " + std::to_string(need) +
-                           " sequences per request; this server runs --parallel " +
-                           std::to_string(limits_.parallel);
+            if (!r->cancelled && !too_big.empty()) {
+                r->error = too_big;
                 r->done = true;
                 ++counters_.failed;
                 r->cv.notify_all();
@@ -182,7 +206,7 @@ void ServerEngine::loop() {
                 auto g =
                     decode::make_stepper(r->policy, *lm_.model, r->opt, lm_.ids, r->prompt, cost);
                 sched_->add(*g);
-                live_.push_back({r, std::move(g), 0, {}, {}});
+                live_.push_back({r, std::move(g), need, 0, {}, {}});
             } catch (const std::exception& e) {
                 r->error = e.what();
                 r->done = true;

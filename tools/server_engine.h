@@ -90,18 +90,21 @@ class ServerEngine {
     struct Live {
         std::shared_ptr<ServerRequest> req;
         std::unique_ptr<decode::Stepper> gen;
+        decode::SessionShape shape;  // what it takes of the shared session
         size_t stable_bytes = 0;
         std::vector<int32_t> last_tokens;  // what the last event showed
         std::vector<decode::TokenState> last_states;
     };
     std::string step_event(Live& l) const;
     int sequences_in_use() const;  // of the live requests (two each under --cfg); mu_ held
+    int64_t rows_in_use() const;   // window rows the live requests may ask for; mu_ held
     void loop();
     std::vector<int32_t> stable_ids(const Live& l) const;
 
     const LoadedModel& lm_;
     ServerLimits limits_;
     int n_pos_ = 0;
+    decode::SessionShape shape_;  // the shared session's (decode::shared_session_shape)
     std::unique_ptr<model::Session> session_;
     std::unique_ptr<decode::Scheduler> sched_;
     decode::LookaheadCosts costs_;  // for --lookahead auto, measured when first needed

@@ -173,7 +173,7 @@ ParsedRequest parse_request(const json& body, const std::string& default_policy,
             "'best_of' greater than 'n' cannot be streamed (the choices are known only "
             "when every candidate is done)");
     }
-    if (p.policy == "ar" || p.policy == "dream") {
+    if (!decode::is_diffusion(p.policy)) {
         // No blocks, no commit rule: the server's defaults for those belong to the diffusion
         // policies; a request that asks for them is an error.
         for (const char* k : {"block", "threshold", "lookahead", "revise"}) {
