@@ -30,8 +30,9 @@ WHY = {
                                           "on GSM8K; the row keeps the schedule's one token "
                                           "per step",
     "+ progressive revision": "row 9 is mbsd + threshold 0.1 + revise (a block per forward, "
-                              "the checks repair it): its forwards are tiny-llada-l's, whose "
-                              "accuracy on the long suite is far below LLaDA-8B's (section 2)",
+                              "the checks repair it): its forwards and checks are "
+                              "tiny-llada-l's, a model that finishes a block in about one "
+                              "forward anyway (section 2)",
 }
 
 
@@ -205,8 +206,9 @@ def long_section(res, w, line):
     w(f"tiny-llada-l against its AR twin tiny-ar-l, the first {n} problems of "
       "models/tasks/mix-1000-l.jsonl (ladd and lsub: scratchpad arithmetic whose "
       "later blocks read what earlier blocks wrote), 128 tokens in blocks of 32. These are "
-      "the policies whose decisions the 128-token rows above replay; their accuracy is far "
-      "below the AR twin's (the issue's 85 % goal for the dLLM is missed: models/README.md).")
+      "the policies whose decisions the 128-token rows above replay (models/README.md has "
+      "the model's card; under threshold 0.9 it finishes a block in about one forward, a more "
+      "confident model than LLaDA-8B on real text).")
     w("")
     w("| model, policy | accuracy % [95% CI] | forwards per answer | ms per answer | "
       "ms per correct answer |")
@@ -218,6 +220,17 @@ def long_section(res, w, line):
     w("(The mbsd rows run on `--device npu-sim`, whose latency table sizes the lookahead: their "
       "host ms are the simulator's functional run, not comparable with the CPU rows' ms.)")
     w("")
+    tl = res["tiny_long"]
+    need, pipe = tl.get("need + threshold 0.9"), tl.get("pipeline")
+    if need and pipe:
+        ratio = pipe["nfe"] / need["nfe"]
+        gap = 100 * (pipe["accuracy"] - need["accuracy"])
+        ok = ratio <= 0.75 and gap >= -1.0
+        w(f"Goal \"forwards cut beyond one block at a time\" (the pipeline at <= 0.75x the "
+          f"forwards of need + threshold 0.9, within 1 point): **{'met' if ok else 'not met'}** "
+          f"({pipe['nfe']:.2f} vs {need['nfe']:.2f} forwards, {ratio:.2f}x; "
+          f"{100 * pipe['accuracy']:.1f} % vs {100 * need['accuracy']:.1f} %).")
+        w("")
     tts = res.get("tts_long", {})
     if tts:
         w("Test-time scaling on tiny-llada-l (dual-cache + threshold 0.9, T 1.0; N candidates "

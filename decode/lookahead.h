@@ -86,8 +86,10 @@ void write_forward_cost(const std::string& path, const std::string& key, const F
 //     in its own padding, and the draft in place when the block becomes current is that later
 //     one, so a row bought now buys nothing; and a prior is not a measurement.
 // Among those the chosen n minimises cost(base_rows + n) / E(n) (ties: the smaller n), so a
-// row is taken only while the projected time per committed token falls. `max_rows` and the
-// memory budget cap base_rows + n.
+// row is taken only while the projected time per committed token falls. The drafts' share of
+// E(n) is capped at block - c: a block's first step commits at most the block, so when the
+// generation already commits nearly a block per step, a draft saves no step and buys nothing.
+// `max_rows` and the memory budget cap base_rows + n.
 struct LookaheadInputs {
     int base_rows = 0;
     int available = 0;
@@ -95,6 +97,7 @@ struct LookaheadInputs {
     double accept_rate = 0.5;       // a
     double steps_left = 1.0;        // s
     bool accept_measured = false;   // a rests on evaluated drafts, not on the prior alone
+    int block = 0;                  // the block length (0: no cap on the drafts' share)
     int64_t max_rows = 0;
     size_t mem_budget = 0;  // bytes of activation memory (0: none)
 };

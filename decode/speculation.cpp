@@ -10,6 +10,7 @@ Speculation::Speculation(const GenerateOptions& opt, int n_seq, int canvas_len,
     : n_seq_(n_seq),
       L_(canvas_len),
       fixed_(opt.lookahead),
+      block_(opt.block),
       accept_(opt.accept),
       mem_mb_(opt.lookahead_mem_mb),
       cost_(cost) {
@@ -47,6 +48,7 @@ int Speculation::lookahead(int base_rows, int available, int block_masked, int l
     // Only drafts accepted earlier than the commit rule would have taken them save work.
     in.accept_rate = (static_cast<double>(early_) + 1.0) / (static_cast<double>(evaluated_) + 2.0);
     in.accept_measured = evaluated_ > 0;
+    in.block = block_;
     // The block's own pace: its last step's commits (a threshold rule's commits per step move
     // within a block), the generation's mean at the block's first step.
     const double pace = last_commits >= 0 ? std::max(1, last_commits) : in.commits_per_step;

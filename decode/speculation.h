@@ -53,7 +53,7 @@ class Speculation {
     int lookahead(int base_rows, int available, int block_masked, int last_commits) const;
 
   private:
-    int n_seq_ = 1, L_ = 0, fixed_ = 0;
+    int n_seq_ = 1, L_ = 0, fixed_ = 0, block_ = 0;
     double accept_ = 1.0, mem_mb_ = 0.0;
     const ForwardCost* cost_ = nullptr;
     ForwardCost paired_cost_;  // CFG: the cost by pairs of rows
