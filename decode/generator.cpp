@@ -231,14 +231,7 @@ Generator::Generator(const model::Model& model, const GenerateOptions& opt, cons
     }
     pipe_ = Pipeline(opt_, P_, L_);
     kv_tok_.assign(L_, -1);
-    commit_step_.assign(L_, -1);
-    streak_.assign(L_, 0);
-    needs_lane_refresh_.assign(L_, false);
-    dense_writes_.assign(L_, false);
     if (opt_.revise.on) {
-        checks_.reserve(L_);
-        revised_.reserve(L_);
-        lane_refresh_.reserve(L_);
         req_.cpu_rows.reserve(2 * static_cast<size_t>(L_));
         res_.revision_events.reserve(4 * static_cast<size_t>(L_));
     }
@@ -284,8 +277,7 @@ Generator::Generator(const model::Model& model, const GenerateOptions& opt, cons
     }
     if (opt_.cfg > 0.0) guided_.reserve(static_cast<size_t>(model_.hparams().n_vocab));
     if (opt_.revise.on) {
-        revision_rule_ = RevisionRule(opt_.revise, opt_.replay,
-                                      static_cast<int32_t>(model_.hparams().n_vocab), ids_.mask);
+        rev_ = Reviser(opt_, P_, L_, static_cast<int32_t>(model_.hparams().n_vocab), ids_.mask);
     }
     start_block();
     // A block with nothing to decode (cannot happen on a fresh canvas) would end here.
@@ -424,7 +416,7 @@ const StepRequest& Generator::plan_step() {
     } else {
         plan_classic();
     }
-    if (opt_.revise.on) plan_revision();
+    if (opt_.revise.on) rev_.plan(revision_canvas(), req_.rows, req_.dense, req_.cpu_rows);
     if (gumbel && !req_.need_logits) {
         // Each predicted row draws from the step's [L][V] draw at its position's offset.
         const uint64_t base = own_noise_.next_base();
@@ -495,7 +487,8 @@ void Generator::plan_need() {
     // K/V are the CPU path's to recompute; a verified one's slot gets the mask's this step).
     auto stale_at = [&](int p) {
         const bool committed = state_[p] == TokenState::Visible || state_[p] == TokenState::Stable;
-        return committed && kv_tok_[p] != x[p] && !needs_lane_refresh_[p] && !verify_at(p);
+        const bool lane_refreshes = opt_.revise.on && rev_.needs_refresh(p);
+        return committed && kv_tok_[p] != x[p] && !lane_refreshes && !verify_at(p);
     };
     int n_stale = 0;
     for (int p = 0; p < L_ && !first; ++p)
@@ -622,8 +615,7 @@ void Generator::commit(int p, int32_t tok) {
     state_[p] = tok == ids_.mask ? TokenState::Masked : TokenState::Visible;
     spec_.clear(p);
     committed_.push_back(p);
-    if (commit_step_[p] < 0) commit_step_[p] = global_step_;
-    streak_[p] = 0;
+    if (opt_.revise.on) rev_.committed(p, global_step_);
 }
 
 void Generator::resolve_draft(int p, bool accept, bool early, StepInfo& info) {
@@ -665,14 +657,14 @@ void Generator::apply(std::span<const RowPrediction> preds,
     const int n_need = static_cast<int>(need_.size());
     const int n_pred = n_need + static_cast<int>(look_.size());
     assert(static_cast<int>(preds.size()) == n_pred * n_seq());
-    assert(cpu_preds.size() == checks_.size());
+    assert(static_cast<int>(cpu_preds.size()) == (opt_.revise.on ? rev_.checks() : 0));
     StepInfo info;
     info.step = global_step_;
     info.block = std::min(block_, n_blocks_ - 1);
     info.step_in_block = step_in_block_;
     info.dense = req_.dense;
     committed_.clear();
-    revised_.clear();
+    if (opt_.revise.on) rev_.clear_revised();
     if (req_.dense) {
         predict(preds, n_pred);
         info.lookahead = static_cast<int>(look_.size());
@@ -716,14 +708,13 @@ void Generator::apply(std::span<const RowPrediction> preds,
     }
     // The merge: a slot both paths wrote keeps the dense path's K/V.
     for (const RowRequest& row : req_.cpu_rows) {
-        if (row.slot >= 0 && !row.own_key && !dense_writes_[row.slot])
+        if (row.slot >= 0 && !row.own_key && !rev_.dense_wrote(row.slot))
             kv_tok_[row.slot] = row.token;
     }
-    for (int p : lane_refresh_)
-        needs_lane_refresh_[p] = kv_tok_[p] != res_.canvas[p];
     if (opt_.revise.on) {
-        revise(cpu_preds, info);
-        stabilise(info);
+        rev_.refreshed(revision_canvas());
+        rev_.revise(revision_canvas(), cpu_preds, req_.dense, global_step_, *noise_, info, res_);
+        rev_.stabilise(revision_canvas(), req_.dense, global_step_, info, res_);
     }
     info.rows = static_cast<int64_t>(req_.rows.size());
     for (const RowRequest& row : req_.rows) {
@@ -789,16 +780,21 @@ void Generator::apply(std::span<const RowPrediction> preds,
     // block cannot happen (lane-only steps replace), so blocks_done_ stays true then.
     done_ = blocks_done_ && !(opt_.revise.on && info.n_visible > 0);
     res_.steps.push_back(info);
-    if (done_ && opt_.revise.on) finish_revision();
+    if (done_ && opt_.revise.on) finish_revision(res_, P_, ids_.mask);
 }
 
 void Generator::record_cost(int64_t device_rows, double ms) {
     record_step_cost(res_, device_rows, ms);
 }
 
+void Generator::record_lane_cost(const LaneCost& c) {
+    add_lane_cost(c, res_.steps.back(), res_.revision);
+}
+
 StepEvent Generator::event() const {
     const int total = cfg_.rule == CommitRule::Schedule ? opt_.steps : opt_.gen;
-    return {last_step(), total, P_, res_.canvas, committed_, state_, spec_.drafts(), revised_};
+    return {last_step(),    total,         P_, res_.canvas, committed_, state_,
+            spec_.drafts(), rev_.revised()};
 }
 
 GenerateResult Generator::take_result() {

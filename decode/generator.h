@@ -14,7 +14,7 @@
 #include "decode/noise.h"
 #include "decode/pipeline.h"
 #include "decode/policy.h"
-#include "decode/revision_rule.h"
+#include "decode/revision.h"
 #include "decode/sampling.h"
 #include "decode/speculation.h"
 #include "decode/stepper.h"
@@ -72,8 +72,7 @@ class Generator : public Stepper {
     bool revising() const override { return opt_.revise.on; }
     const ReviseOptions& revise_options() const override { return opt_.revise; }
     void set_lane_costs(ForwardCost dense, ForwardCost cpu) override {
-        dense_cost_ = std::move(dense);
-        lane_cost_ = std::move(cpu);
+        rev_.set_costs(std::move(dense), std::move(cpu));
     }
 
     const GenerateResult& result() const override { return res_; }
@@ -90,7 +89,7 @@ class Generator : public Stepper {
     std::span<const int32_t> last_committed() const { return committed_; }
     // pipeline: position p holds a token committed ahead of its block, not verified yet.
     bool committed_ahead(int p) const { return cfg_.pipeline && pipe_.ahead(p); }
-    std::span<const int32_t> last_revised() const { return revised_; }
+    std::span<const int32_t> last_revised() const { return rev_.revised(); }
 
   private:
     void plan_classic();
@@ -106,10 +105,7 @@ class Generator : public Stepper {
     int verify_ahead(StepInfo& info);
     void finish_block();
     void start_block();
-    void plan_revision();
-    void revise(std::span<const RowPrediction> cpu_preds, StepInfo& info);
-    void stabilise(StepInfo& info);
-    void finish_revision();
+    RevisionCanvas revision_canvas() { return {res_.canvas, state_, kv_tok_}; }
 
     const model::Model& model_;
     GenerateOptions opt_;
@@ -118,6 +114,7 @@ class Generator : public Stepper {
     CommitPolicy rule_;                          // how many and which positions a step commits
     Speculation spec_;                           // mbsd: drafts and lookahead
     Pipeline pipe_;                              // pipeline: ahead commits and their checks
+    Reviser rev_;                                // --revise: the CPU path's checks
     std::unique_ptr<DecisionSource> decisions_;  // the model's, or a trace's (--replay)
     CounterNoise own_noise_;
     NoiseSource* noise_;
@@ -150,19 +147,6 @@ class Generator : public Stepper {
     std::vector<float> guided_;
     std::vector<int> chosen_;
     std::vector<int32_t> committed_;
-    // Progressive revision.
-    std::vector<int32_t> revised_;          // positions the checks changed this step
-    std::vector<int32_t> checks_;           // Visible positions the CPU path checks this step
-    std::vector<int32_t> lane_refresh_;     // revised positions whose K/V the CPU path recomputes
-    std::vector<bool> needs_lane_refresh_;  // per position: revised, K/V not recomputed yet
-    std::vector<int> commit_step_;          // global step of each position's last commit
-    std::vector<int> streak_;               // consecutive passing checks
-    std::vector<bool> dense_writes_;        // scratch: slots the dense rows write this step
-    // Replay: revisions per check from the trace, and the running count.
-    RevisionRule revision_rule_;  // the verdict of each check (the model's, or a trace's rate)
-    ForwardCost dense_cost_, lane_cost_;  // --revise-rows auto
-    int visible_at_plan_ = 0;             // visible tokens when the step was planned
-    int stale_unrefreshed_ = 0;           // committed positions the checks saw with older K/V
 };
 
 }  // namespace llada::decode

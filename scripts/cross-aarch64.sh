@@ -21,7 +21,7 @@ fi
 B=${AARCH64_BUILD:-build-aarch64}
 cmake -B "$B" -DCMAKE_BUILD_TYPE=Release -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake \
     -DLLADA_BUILD_BENCH=OFF > /dev/null
-tests="format_test quant_golden_test kernels_test tokenizer_test model_test quant_parity_test hf_model_test runtime_test decode_test alloc_test generator_test tts_test npu_tile_test npu_device_test shipped_models_test"
+tests="format_test quant_golden_test kernels_test tokenizer_test model_test quant_parity_test hf_model_test runtime_test decode_test alloc_test generator_test pipeline_test tts_test npu_tile_test npu_device_test shipped_models_test"
 cmake --build "$B" -j2 --target $tests > /dev/null
 # The tests that exec a tool binary (llada-tokenize, llada-eval, ...) are left out.
 exclude="TokenizeTool.*:*Cli*:*Tool*:ShippedModels/EvalSmoke.*"
@@ -39,7 +39,7 @@ run() {  # run CPU TEST [FILTER]: the test (the tests FILTER names) under qemu o
 }
 for t in $tests; do
     case $t in
-        generator_test | tts_test) run max,sve=off "$t" ;;
+        generator_test | pipeline_test | tts_test) run max,sve=off "$t" ;;
         *) run max,sve-default-vector-length=16 "$t" ;;
     esac
 done
