@@ -160,6 +160,19 @@ void expect_shadow_invariants(const Trace& t, int P, int block, int depth,
     EXPECT_EQ(committed, t.result.ahead_committed);
 }
 
+// A run with the cache checked after every step (each committed slot holds its token's key),
+// which ends with every generated position stable.
+Trace checked_run(const Tiny& tiny, const decode::GenerateOptions& opt,
+                  const std::vector<int32_t>& prompt) {
+    CacheCheck check;
+    check.on = true;
+    Trace t = run(*tiny.lm.model, "pipeline", opt, tiny.lm.ids, prompt, nullptr, 1, &check);
+    EXPECT_GT(check.checked, 0);
+    for (size_t p = prompt.size(); p < t.states.back().size(); ++p)
+        EXPECT_EQ(t.states.back()[p], decode::TokenState::Stable) << p;
+    return t;
+}
+
 }  // namespace
 
 // --pipeline-start 1: no later block ever starts early, so the policy is need with the same
@@ -190,14 +203,8 @@ TEST(Pipeline, MaskModeVerifiesAtTheBlocksFirstStepAndKeepsTheCacheExact) {
         auto opt = mask_mode(tiny.opt);
         opt.early_stop = 0;
         const auto prompt = tiny.prompt(text);
-        CacheCheck check;
-        check.on = true;
-        const Trace t =
-            run(*tiny.lm.model, "pipeline", opt, tiny.lm.ids, prompt, nullptr, 1, &check);
-        EXPECT_GT(check.checked, 0);
+        const Trace t = checked_run(tiny, opt, prompt);
         expect_mask_invariants(t, static_cast<int>(prompt.size()), opt.block, tiny.lm.ids);
-        for (size_t p = prompt.size(); p < t.states.back().size(); ++p)
-            EXPECT_EQ(t.states.back()[p], decode::TokenState::Stable) << p;
         ahead += t.result.ahead_committed;
     }
     EXPECT_GT(ahead, 0);
@@ -228,15 +235,9 @@ TEST(Pipeline, ShadowChecksKeepThePassingPrefixInBlockOrderAndTheCacheExact) {
         opt.early_stop = 0;
         ASSERT_EQ(opt.pipeline_verify, decode::PipelineVerify::Shadow);
         const auto prompt = tiny.prompt(text);
-        CacheCheck check;
-        check.on = true;
-        const Trace t =
-            run(*tiny.lm.model, "pipeline", opt, tiny.lm.ids, prompt, nullptr, 1, &check);
-        EXPECT_GT(check.checked, 0);
+        const Trace t = checked_run(tiny, opt, prompt);
         expect_shadow_invariants(t, static_cast<int>(prompt.size()), opt.block, opt.pipeline_depth,
                                  tiny.lm.ids);
-        for (size_t p = prompt.size(); p < t.states.back().size(); ++p)
-            EXPECT_EQ(t.states.back()[p], decode::TokenState::Stable) << p;
         ahead += t.result.ahead_committed;
         verified += t.result.ahead_verified;
     }

@@ -163,9 +163,9 @@ TEST(LladaCli, ClearErrors) {
 using TensorPatch = std::function<void(const format::GgufTensor&, std::vector<uint8_t>&)>;
 fs::path fixture_with(const std::string& name, const std::vector<std::string>& keys,
                       const std::function<void(format::GgufWriter&, const format::GgufFile&)>& set,
-                      const TensorPatch& patch = nullptr) {
+                      const TensorPatch& patch = nullptr, const std::string& source = "") {
     const auto path = fs::temp_directory_path() / (name + std::to_string(getpid()) + ".gguf");
-    auto f = format::GgufFile::open(fixture_model());
+    auto f = format::GgufFile::open(source.empty() ? fixture_model() : source);
     format::GgufWriter w;
     for (const auto& kv : f->kvs()) {
         if (std::find(keys.begin(), keys.end(), kv.key) == keys.end()) w.copy_kv(kv);
@@ -280,24 +280,37 @@ TEST(LladaCli, TokenizerLargerThanTheVocabularyIsAnError) {
 }
 
 // A NaN in the weights makes every logit NaN; the argmax over NaN would silently be id 0.
+// Every policy's loop checks its logits: the diffusion policies, Dream's sampler and the AR
+// baseline (on a causal model), alone and as test-time-scaling candidates.
 TEST(LladaCli, NanWeightsAreAnErrorNotTokenZero) {
-    const auto path = fixture_with(
-        "nan-", {}, [](format::GgufWriter&, const format::GgufFile&) {},
-        [](const format::GgufTensor& t, std::vector<uint8_t>& data) {
-            if (std::string(t.name) != "output_norm.weight") return;
-            ASSERT_EQ(t.type, format::TensorType::F32);
-            const float nan = std::numeric_limits<float>::quiet_NaN();
-            for (size_t i = 0; i + 4 <= data.size(); i += 4)
-                std::memcpy(&data[i], &nan, 4);
-        });
-    for (const char* policy : {"vanilla --steps 8", "dual-cache --threshold 0.9"}) {
-        Result r = run(bin("llada-cli") + " -m " + path.string() +
-                       " -p x --gen 16 --block 8 --policy " + policy);
+    const TensorPatch nan_norm = [](const format::GgufTensor& t, std::vector<uint8_t>& data) {
+        if (std::string(t.name) != "output_norm.weight") return;
+        ASSERT_EQ(t.type, format::TensorType::F32);
+        const float nan = std::numeric_limits<float>::quiet_NaN();
+        for (size_t i = 0; i + 4 <= data.size(); i += 4)
+            std::memcpy(&data[i], &nan, 4);
+    };
+    const auto none = [](format::GgufWriter&, const format::GgufFile&) {};
+    const auto path = fixture_with("nan-", {}, none, nan_norm);
+    const auto ar =
+        fixture_with("nan-ar-", {}, none, nan_norm,
+                     (fs::path(LLADA_SOURCE_DIR) / "models" / "tiny-ar-s.gguf").string());
+    const std::pair<fs::path, const char*> runs[] = {
+        {path, "vanilla --steps 8 --block 8"},
+        {path, "dual-cache --threshold 0.9 --block 8"},
+        {path, "dream --steps 4"},
+        {ar, "ar"},
+        {ar, "ar --tts 2 --temperature 1"},
+    };
+    for (const auto& [model, policy] : runs) {
+        Result r =
+            run(bin("llada-cli") + " -m " + model.string() + " -p x --gen 16 --policy " + policy);
         EXPECT_EQ(r.status, 1) << policy;
         EXPECT_NE(r.err.find("non-finite logit at position"), std::string::npos)
             << policy << ": " << r.err;
     }
     fs::remove(path);
+    fs::remove(ar);
 }
 
 TEST(LladaCli, AnOptionGivenTwiceIsAnError) {
