@@ -699,7 +699,7 @@ void Generator::apply(std::span<const RowPrediction> preds,
             spec_.propose(p, c);
             ++info.drafts_proposed;
         }
-        spec_.stepped(static_cast<int>(committed_.size()));
+        spec_.stepped(static_cast<int>(committed_.size()), step_in_block_ == 0);
     }
     info.committed = static_cast<int>(committed_.size());
     // The cache slots the step wrote (both paths: the merge) now hold K/V of the rows' tokens.

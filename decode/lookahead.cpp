@@ -200,8 +200,8 @@ int choose_lookahead(const ForwardCost& cost, const LookaheadInputs& in) {
     int best = 0;
     double best_per_token = cost.at(std::max(1, in.base_rows)) / c;
     // Drafts add commits to the next block's first step, which cannot commit more than the
-    // block: once the generation commits a block's worth per step, a draft saves no step.
-    const double room = in.block > 0 ? std::max(0.0, in.block - c) : 1e300;
+    // block: once first steps commit a block's worth, a draft saves no step.
+    const double room = in.block > 0 ? std::max(0.0, in.block - in.first_step_commits) : 1e300;
     for (int n = 1; n <= limit; ++n) {
         const double e = c + std::min(in.accept_rate * n / s, room);
         const double per_token = cost.at(in.base_rows + n) / e;

@@ -87,8 +87,9 @@ void write_forward_cost(const std::string& path, const std::string& key, const F
 //     one, so a row bought now buys nothing; and a prior is not a measurement.
 // Among those the chosen n minimises cost(base_rows + n) / E(n) (ties: the smaller n), so a
 // row is taken only while the projected time per committed token falls. The drafts' share of
-// E(n) is capped at block - c: a block's first step commits at most the block, so when the
-// generation already commits nearly a block per step, a draft saves no step and buys nothing.
+// E(n) is capped at block - c1, with c1 the mean commits of the blocks' first steps so far:
+// drafts add to the next block's first step, which commits at most the block, so when first
+// steps already commit nearly a block, a draft saves no step and buys nothing.
 // `max_rows` and the memory budget cap base_rows + n.
 struct LookaheadInputs {
     int base_rows = 0;
@@ -98,6 +99,7 @@ struct LookaheadInputs {
     double steps_left = 1.0;        // s
     bool accept_measured = false;   // a rests on evaluated drafts, not on the prior alone
     int block = 0;                  // the block length (0: no cap on the drafts' share)
+    double first_step_commits = 0;  // c1: mean commits of the blocks' first steps so far
     int64_t max_rows = 0;
     size_t mem_budget = 0;  // bytes of activation memory (0: none)
 };

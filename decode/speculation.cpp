@@ -49,6 +49,9 @@ int Speculation::lookahead(int base_rows, int available, int block_masked, int l
     in.accept_rate = (static_cast<double>(early_) + 1.0) / (static_cast<double>(evaluated_) + 2.0);
     in.accept_measured = evaluated_ > 0;
     in.block = block_;
+    in.first_step_commits =
+        first_steps_ > 0 ? static_cast<double>(first_commits_) / static_cast<double>(first_steps_)
+                         : in.commits_per_step;
     // The block's own pace: its last step's commits (a threshold rule's commits per step move
     // within a block), the generation's mean at the block's first step.
     const double pace = last_commits >= 0 ? std::max(1, last_commits) : in.commits_per_step;

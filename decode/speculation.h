@@ -38,10 +38,13 @@ class Speculation {
     // A draft resolved; `early`: accepted before the commit rule would have taken it (what
     // speculation saves).
     void resolved(bool accepted, bool early);
-    // A dense step committed n positions (the lookahead rule's pace).
-    void stepped(int n) {
+    // A dense step committed n positions (the lookahead rule's pace); `first`: the step was its
+    // block's first (what drafts add to).
+    void stepped(int n, bool first) {
         commits_ += n;
         commit_steps_ += 1;
+        first_commits_ += first ? n : 0;
+        first_steps_ += first;
     }
 
     // Lookahead rows of this step out of `available` later positions: --lookahead N, else the
@@ -61,6 +64,7 @@ class Speculation {
     std::vector<float> conf_;
     int64_t evaluated_ = 0, accepted_ = 0, early_ = 0;
     int64_t commits_ = 0, commit_steps_ = 0;
+    int64_t first_commits_ = 0, first_steps_ = 0;  // of blocks' first steps
 };
 
 }  // namespace llada::decode

@@ -414,18 +414,18 @@ TEST(Lookahead, FillsThePaddingAndEntersAnotherBucketOnlyOnTheBlocksLastStep) {
     in.steps_left = 4.0;
     EXPECT_EQ(decode::choose_lookahead(fixed, in), 0);
     in.steps_left = 1.0;
-    // A generation that commits a block per step gains nothing from drafts (the next block's
-    // first step commits at most the block): none, not even in free padding.
+    // A generation whose blocks commit a whole block in their first step gains nothing from
+    // drafts (they add to the next block's first step, which commits at most the block): none,
+    // not even in free padding, however few this block's own steps commit.
     in.block = 32;
-    in.commits_per_step = 32.0;
+    in.first_step_commits = 32.0;
     EXPECT_EQ(decode::choose_lookahead(fixed, in), 0);
     EXPECT_EQ(decode::choose_lookahead(stair, in), 0);
-    // Near it the drafts' share stops at the block's 2 missing commits: 0.3 * 7 rows reach it,
-    // where without a block the same table took all 64.
-    in.commits_per_step = 30.0;
+    // Near it the drafts' share stops at the first steps' 2 missing commits: 0.3 * 7 rows reach
+    // it, where without a block the same table took all 64.
+    in.first_step_commits = 30.0;
     EXPECT_EQ(decode::choose_lookahead(fixed, in), 7);
     in.block = 0;
-    in.commits_per_step = 2.0;
     // Caps: the session's rows and the memory budget.
     in.max_rows = 40;
     EXPECT_EQ(decode::choose_lookahead(fixed, in), 30);
