@@ -31,6 +31,14 @@ class CommitPolicy {
     bool takes(float confidence) const {
         return rule_ == CommitRule::Threshold && confidence >= threshold_;
     }
+    // The token a candidate may not be (-1: none): the reference may choose the mask id (the
+    // position then stays masked); the other policies never do.
+    int32_t banned(int32_t mask) const { return exact_reference_ ? -1 : mask; }
+    // Whether a block is over: the reference runs every scheduled step, the other policies stop
+    // when nothing is masked (`masked`) at step `step_in_block`.
+    bool block_over(int step_in_block, int masked) const {
+        return exact_reference_ ? step_in_block >= steps_per_block_ : masked == 0;
+    }
     // The candidates (indices into `cand`, ascending) the step commits. `masked` of them are
     // still in the running (the others have confidence -1); `accepted` positions of the block
     // (accepted drafts, verified tokens) already count as the step's progress: the schedule

@@ -259,7 +259,8 @@ Generator::Generator(const model::Model& model, const GenerateOptions& opt, cons
                                            (opt_.revise.on ? opt_.revise.budget + opt_.gen : 0)));
     rule_ = CommitPolicy(cfg_.rule, opt_.threshold, opt_.factor, cfg_.exact_reference,
                          steps_per_block_, L_);
-    spec_ = Speculation(opt_, n_seq(), L_, cost);
+    spec_ = Speculation(opt_, n_seq(), L_, cost, static_cast<int32_t>(model_.hparams().n_vocab),
+                        ids_.mask);
     if (opt_.replay != nullptr) {
         decisions_ =
             make_trace_decisions(*opt_.replay, n_blocks_, opt_.block,
@@ -281,7 +282,7 @@ Generator::Generator(const model::Model& model, const GenerateOptions& opt, cons
     }
     start_block();
     // A block with nothing to decode (cannot happen on a fresh canvas) would end here.
-    if (!cfg_.exact_reference && block_masked() == 0) done_ = blocks_done_ = true;
+    if (rule_.block_over(0, block_masked())) done_ = blocks_done_ = true;
 }
 
 int Generator::block_masked() const {
@@ -401,7 +402,6 @@ const StepRequest& Generator::plan_step() {
     look_.clear();
     stale_.clear();
     n_cur_ = 0;
-    lookahead_ = 0;
     // T > 0 samples in the fused head too (Gumbel-max over the counter generator's draws), unless
     // the noise is a replayed stream the head cannot read.
     const bool gumbel = opt_.temperature > 0.0 && opt_.noise == nullptr;
@@ -421,7 +421,7 @@ const StepRequest& Generator::plan_step() {
         // Each predicted row draws from the step's [L][V] draw at its position's offset.
         const uint64_t base = own_noise_.next_base();
         const int64_t V = model_.hparams().n_vocab;
-        const int32_t banned = cfg_.exact_reference ? -1 : ids_.mask;
+        const int32_t banned = rule_.banned(ids_.mask);
         for (const RowRequest& row : req_.rows) {
             if (!row.predict) continue;
             const int64_t predicted = row.pos + shift_;  // the position the row decides
@@ -494,18 +494,10 @@ void Generator::plan_need() {
     for (int p = 0; p < L_ && !first; ++p)
         n_stale += stale_at(p);
     if (cfg_.speculate) {
-        int available = 0;
-        for (int p = block_end; p < L_; ++p)
-            available += state_[p] == TokenState::Masked || state_[p] == TokenState::Draft;
         const int last_commits =
             step_in_block_ > 0 && !res_.steps.empty() ? res_.steps.back().committed : -1;
-        lookahead_ = spec_.lookahead(n_stale + static_cast<int>(need_.size()), available,
-                                     block_masked(), last_commits);
-        for (int p = block_end; p < L_ && static_cast<int>(look_.size()) < lookahead_; ++p) {
-            if (state_[p] == TokenState::Masked || state_[p] == TokenState::Draft) {
-                look_.push_back(p);
-            }
-        }
+        spec_.plan(state_, block_end, n_stale + static_cast<int>(need_.size()), block_masked(),
+                   last_commits, look_);
     }
     size_t in = 0, il = 0;
     for (int s = 0; s < n_seq(); ++s) {
@@ -561,7 +553,7 @@ void Generator::predict(std::span<const RowPrediction> preds, int n_pred) {
     auto pos_of = [&](int r) {
         return r < static_cast<int>(need_.size()) ? need_[r] : look_[r - need_.size()];
     };
-    const int32_t banned = cfg_.exact_reference ? -1 : ids_.mask;
+    const int32_t banned = rule_.banned(ids_.mask);
     for (int r = 0; r < n_pred; ++r) {
         const RowPrediction& pr = preds[r];
         if (pr.stats != nullptr && !req_.need_logits && opt_.temperature > 0.0) {
@@ -578,7 +570,7 @@ void Generator::predict(std::span<const RowPrediction> preds, int n_pred) {
             cand_[r].token = st.token;
             cand_[r].confidence = kernels::row_confidence(st);
             // Outside the reference policy, a mask id is never committed: use the runner-up.
-            if (!cfg_.exact_reference && cand_[r].token == ids_.mask && st.second >= 0) {
+            if (banned >= 0 && cand_[r].token == banned && st.second >= 0) {
                 cand_[r].token = st.second;
                 cand_[r].confidence =
                     std::exp(st.second_max - st.max) * kernels::row_confidence(st);
@@ -687,18 +679,7 @@ void Generator::apply(std::span<const RowPrediction> preds,
         Actions act(*this, info);
         decisions_->decide(view, rule_, spec_, act);
         commit_ahead(info);
-        // Lookahead predictions become (or replace) drafts.
-        for (size_t r = 0; r < look_.size(); ++r) {
-            const int p = look_[r];
-            state_[p] = TokenState::Draft;
-            Candidate c = look_cand_[r];
-            // A replay on a timing-only device predicts placeholders: keep drafts committable.
-            const int32_t V = static_cast<int32_t>(model_.hparams().n_vocab);
-            if (opt_.replay && (c.token < 0 || c.token >= V || c.token == ids_.mask))
-                c.token = (ids_.mask + 1) % V;
-            spec_.propose(p, c);
-            ++info.drafts_proposed;
-        }
+        info.drafts_proposed += spec_.propose_all(look_, look_cand_, state_);
         spec_.stepped(static_cast<int>(committed_.size()), step_in_block_ == 0);
     }
     info.committed = static_cast<int>(committed_.size());
@@ -747,9 +728,8 @@ void Generator::apply(std::span<const RowPrediction> preds,
     ++global_step_;
     // Advance past every block that is over.
     while (!blocks_done_) {
-        const bool over = cfg_.exact_reference
-                              ? step_in_block_ >= steps_per_block_
-                              : block_masked() == 0 && !(cfg_.pipeline && pipe_.unverified(block_));
+        const bool over = rule_.block_over(step_in_block_, block_masked()) &&
+                          !(cfg_.pipeline && pipe_.unverified(block_));
         if (!over) break;
         finish_block();
         ++block_;

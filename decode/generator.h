@@ -135,7 +135,6 @@ class Generator : public Stepper {
     int n_cur_ = 0;               // of which in the current block (pipeline: the rest are ahead)
     std::vector<int32_t> look_;   // lookahead positions predicted this step (drafts)
     std::vector<int32_t> stale_;  // committed positions whose K/V this step recomputes
-    int lookahead_ = 0;
     // Decisions.
     std::vector<Candidate> cand_, look_cand_, ahead_cand_;
     // pipeline: the later blocks' positions masked when the step was planned, their predictions

@@ -6,11 +6,14 @@
 namespace llada::decode {
 
 Speculation::Speculation(const GenerateOptions& opt, int n_seq, int canvas_len,
-                         const ForwardCost* cost)
+                         const ForwardCost* cost, int32_t n_vocab, int32_t mask)
     : n_seq_(n_seq),
       L_(canvas_len),
       fixed_(opt.lookahead),
       block_(opt.block),
+      placeholder_(opt.replay != nullptr ? (mask + 1) % n_vocab : -1),
+      n_vocab_(n_vocab),
+      mask_(mask),
       accept_(opt.accept),
       mem_mb_(opt.lookahead_mem_mb),
       cost_(cost) {
@@ -62,6 +65,34 @@ int Speculation::lookahead(int base_rows, int available, int block_masked, int l
     in.base_rows = base_rows;
     in.max_rows = L_;
     return choose_lookahead(paired_cost_, in);
+}
+
+void Speculation::plan(std::span<const TokenState> state, int block_end, int base_rows,
+                       int block_masked, int last_commits, std::vector<int32_t>& out) const {
+    auto open = [&](int p) {
+        return state[p] == TokenState::Masked || state[p] == TokenState::Draft;
+    };
+    int available = 0;
+    for (int p = block_end; p < L_; ++p)
+        available += open(p);
+    const int n = lookahead(base_rows, available, block_masked, last_commits);
+    for (int p = block_end; p < L_ && static_cast<int>(out.size()) < n; ++p) {
+        if (open(p)) out.push_back(p);
+    }
+}
+
+int Speculation::propose_all(std::span<const int32_t> look, std::span<const Candidate> cand,
+                             std::span<TokenState> state) {
+    for (size_t r = 0; r < look.size(); ++r) {
+        const int p = look[r];
+        state[p] = TokenState::Draft;
+        Candidate c = cand[r];
+        // A replay on a timing-only device predicts placeholders: keep drafts committable.
+        if (placeholder_ >= 0 && (c.token < 0 || c.token >= n_vocab_ || c.token == mask_))
+            c.token = placeholder_;
+        propose(p, c);
+    }
+    return static_cast<int>(look.size());
 }
 
 }  // namespace llada::decode

@@ -17,8 +17,10 @@ namespace llada::decode {
 class Speculation {
   public:
     // `cost` sizes --lookahead auto (null: no cost table; then only a fixed lookahead runs).
+    // `n_vocab` and `mask`: what a replayed draft may be (opt.replay).
     Speculation() = default;
-    Speculation(const GenerateOptions& opt, int n_seq, int canvas_len, const ForwardCost* cost);
+    Speculation(const GenerateOptions& opt, int n_seq, int canvas_len, const ForwardCost* cost,
+                int32_t n_vocab, int32_t mask);
 
     // The draft token of position p (-1: none), and its confidence when drafted.
     int32_t draft(int p) const { return tok_[p]; }
@@ -55,8 +57,19 @@ class Speculation {
     // device may run on its slow CPU.
     int lookahead(int base_rows, int available, int block_masked, int last_commits) const;
 
+    // This step's lookahead positions, ascending, into `out`: the first masked or drafted
+    // positions from `block_end` on, as many as lookahead() gives.
+    void plan(std::span<const TokenState> state, int block_end, int base_rows, int block_masked,
+              int last_commits, std::vector<int32_t>& out) const;
+    // The lookahead rows' predictions (`cand`, in `look`'s order) become, or replace, their
+    // positions' drafts; returns how many.
+    int propose_all(std::span<const int32_t> look, std::span<const Candidate> cand,
+                    std::span<TokenState> state);
+
   private:
     int n_seq_ = 1, L_ = 0, fixed_ = 0, block_ = 0;
+    int32_t placeholder_ = -1;  // a replay's stand-in for a draft no real model predicted
+    int32_t n_vocab_ = 0, mask_ = -1;
     double accept_ = 1.0, mem_mb_ = 0.0;
     const ForwardCost* cost_ = nullptr;
     ForwardCost paired_cost_;  // CFG: the cost by pairs of rows

@@ -549,6 +549,14 @@ TEST(CommitPolicy, AcceptedProgressCountsAgainstTheScheduleAndTheForcedPick) {
     decode::CommitPolicy fast(decode::CommitRule::Schedule, 0.0, 0.0, false, 4, 8);
     fast.start_block(2);
     EXPECT_EQ(fast.scheduled(3), 1);
+    // vanilla runs every scheduled step and may choose the mask id; the others end a block when
+    // nothing is masked and never choose the mask id.
+    EXPECT_FALSE(ref.block_over(3, 0));
+    EXPECT_TRUE(ref.block_over(4, 2));
+    EXPECT_EQ(ref.banned(7), -1);
+    EXPECT_TRUE(fast.block_over(1, 0));
+    EXPECT_FALSE(fast.block_over(9, 1));
+    EXPECT_EQ(fast.banned(7), 7);
     // Threshold 0.9: nothing clears it, so alone the step forces its most confident one...
     decode::CommitPolicy thr(decode::CommitRule::Threshold, 0.9, 0.0, false, 1, 8);
     thr.choose(c, 1, 0, 3, out);
@@ -578,14 +586,45 @@ TEST(Speculation, DraftsAcceptanceAndLookaheadSizes) {
     opt.block = 8;
     opt.accept = 0.6;
     opt.lookahead = 5;
-    decode::Speculation fixed(opt, 1, 40, nullptr);
+    decode::Speculation fixed(opt, 1, 40, nullptr, 100, 99);
     EXPECT_EQ(fixed.lookahead(8, 20, 8, 2), 5);
     EXPECT_EQ(fixed.lookahead(8, 3, 8, 2), 3);  // no more than are left
+    // The lookahead positions: the first masked or drafted ones from the block's end on.
+    std::vector<decode::TokenState> state(40, decode::TokenState::Masked);
+    state[17] = decode::TokenState::Visible;
+    state[18] = decode::TokenState::Stable;
+    state[19] = decode::TokenState::Draft;
+    state[21] = decode::TokenState::Visible;
+    std::vector<int32_t> look;
+    fixed.plan(state, 16, 8, 8, 2, look);
+    EXPECT_EQ(look, (std::vector<int32_t>{16, 19, 20, 22, 23}));
+    look.clear();
+    fixed.plan(state, 36, 8, 8, 2, look);  // 4 left
+    EXPECT_EQ(look, (std::vector<int32_t>{36, 37, 38, 39}));
+    // Their predictions become drafts; without a replay a draft keeps whatever was predicted.
+    const std::vector<decode::Candidate> cands = {{5, 0.9f}, {99, 0.5f}, {-1, 0.1f}, {100, 0.2f}};
+    EXPECT_EQ(fixed.propose_all(look, cands, state), 4);
+    for (int p : look)
+        EXPECT_EQ(state[p], decode::TokenState::Draft);
+    EXPECT_EQ(fixed.draft(36), 5);
+    EXPECT_FLOAT_EQ(fixed.confidence(36), 0.9f);
+    EXPECT_EQ(fixed.draft(37), 99);
+    // A replay on a timing-only device stands in a committable token (mask + 1) for a mask id
+    // or an out-of-vocabulary placeholder, and keeps the rest.
+    decode::DecisionTrace trace;
+    decode::GenerateOptions ropt = opt;
+    ropt.replay = &trace;
+    decode::Speculation replayed(ropt, 1, 40, nullptr, 100, 99);
+    EXPECT_EQ(replayed.propose_all(look, cands, state), 4);
+    EXPECT_EQ(replayed.draft(36), 5);
+    EXPECT_EQ(replayed.draft(37), 0);
+    EXPECT_EQ(replayed.draft(38), 0);
+    EXPECT_EQ(replayed.draft(39), 0);
     opt.lookahead = -1;
     decode::ForwardCost cost;
     cost.rows = {1, 8, 16, 32, 64};
     cost.ms = {10, 10, 10, 10, 20};
-    decode::Speculation spec(opt, 1, 40, &cost);
+    decode::Speculation spec(opt, 1, 40, &cost, 100, 99);
     // The first step of a generation is no exception: with no draft evaluated yet, no row is
     // taken beyond the padding (this table has no buckets, so none at all).
     EXPECT_EQ(spec.lookahead(8, 20, 8, -1), 0);
@@ -603,7 +642,7 @@ TEST(Speculation, DraftsAcceptanceAndLookaheadSizes) {
     decode::ForwardCost half;
     half.rows = {4, 8, 16, 32};
     half.ms = {10, 10, 10, 20};
-    decode::Speculation paired(opt, 2, 40, &cost), single(opt, 1, 40, &half);
+    decode::Speculation paired(opt, 2, 40, &cost, 100, 99), single(opt, 1, 40, &half, 100, 99);
     for (int base : {2, 6, 12}) {
         for (int masked : {2, 8}) {
             EXPECT_EQ(paired.lookahead(base, 20, masked, 2), single.lookahead(base, 20, masked, 2))
