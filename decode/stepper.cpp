@@ -105,11 +105,12 @@ SessionShape session_shape(const std::string& policy, const GenerateOptions& opt
     return s;
 }
 
-SessionShape shared_session_shape(int n_seq, int canvas_len) {
+SessionShape shared_session_shape(int n_seq, int canvas_len, bool check_slots) {
     SessionShape s;
     s.n_seq = n_seq;
-    s.n_pos = canvas_len;
-    s.rows = s.outs = int64_t{n_seq} * canvas_len;
+    const int64_t per_position = check_slots ? 2 : 1;
+    s.n_pos = per_position * canvas_len;
+    s.rows = s.outs = per_position * n_seq * canvas_len;
     return s;
 }
 

@@ -126,9 +126,10 @@ SessionShape session_shape(const std::string& policy, const GenerateOptions& opt
 // The session llada-server runs every request in: n_seq sequences of canvas_len positions and
 // one window row per position of each. A request takes its own session_shape's sequences and
 // rows of it, so a policy that asks two rows per position (drafts fed as tokens, pipeline
-// checks) takes the rows of two canvases. --revise-tail dense's scratch slots are not included:
-// they would double every sequence's cache.
-SessionShape shared_session_shape(int n_seq, int canvas_len);
+// checks) takes the rows of two canvases. `check_slots` (--revise-tail dense): every sequence
+// also holds a canvas of scratch slots for the check rows, and the session two rows per
+// position, what such a request's session_shape asks (it doubles every sequence's cache).
+SessionShape shared_session_shape(int n_seq, int canvas_len, bool check_slots = false);
 // The KV cache of that shape (its scratch slots may lie past the model's context; the canvas
 // itself must fit, check_canvas_fits).
 runtime::KvCache session_cache(const model::Model& model, const SessionShape& shape,

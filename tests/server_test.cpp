@@ -118,6 +118,32 @@ std::pair<std::string, double> alone_with_confidence(const std::string& prompt, 
     return {lm.tok->decode(r.answer(lm.ids), false), r.mean_confidence()};
 }
 
+// A revising request alone (the server's defaults, `revise` on) with its checks after the last
+// block on the dense device: its text, its forwards and the steps it ran past its last block.
+struct RevisedAlone {
+    std::string text;
+    int64_t forwards = 0;
+    int tail_steps = 0;
+};
+RevisedAlone alone_revised_tail_dense(const std::string& prompt) {
+    auto lm = tools::load_model(model());
+    runtime::ThreadPool pool(1);
+    auto dev = runtime::make_cpu_device(pool);
+    decode::GenerateOptions o;
+    o.gen = 32;
+    o.block = 8;
+    o.steps = 32;
+    o.threshold = 0.9;
+    o.revise.on = true;
+    o.revise.tail_dense = true;
+    const auto r = decode::make_policy("dual-cache", *lm.model, *dev, o, lm.ids)
+                       ->generate(lm.tok->encode(prompt, lm.tok->add_bos_default(), false));
+    RevisedAlone out{lm.tok->decode(r.answer(lm.ids), false), r.stats.forwards, 0};
+    for (const decode::StepInfo& st : r.steps)
+        out.tail_steps += !st.dense;
+    return out;
+}
+
 // The shipped model's file without its chat template.
 std::string model_without_chat_format() {
     const auto out = fs::temp_directory_path() / ("no-chat-" + std::to_string(getpid()) + ".gguf");
@@ -797,6 +823,54 @@ TEST(Server, RequestsTakeTheirPolicysRowsOfTheSharedSession) {
     ASSERT_TRUE(r);
     EXPECT_NE(r->body.find("window rows per step; this server has 48"), std::string::npos)
         << r->body;
+}
+
+// --revise-tail dense: the checks after a request's last block run as a forward of the dense
+// device, in scratch slots the shared session holds for every sequence. Two revising requests
+// batched answer as each does alone with the same setting, and as a server without it (on the
+// cpu device the dense device's checks decide what the CPU path's would).
+TEST(Server, ReviseTailDenseAnswersAsAlone) {
+    const char* prompts[] = {"2889+8183=", "sort 65 56 63 72 59 58:"};
+    std::vector<RevisedAlone> want;
+    int tail_steps = 0;
+    for (const char* prompt : prompts) {
+        want.push_back(alone_revised_tail_dense(prompt));
+        tail_steps += want.back().tail_steps;
+    }
+    ASSERT_GT(tail_steps, 0) << "no check ran after a last block: the test exercises nothing";
+    auto body = [&](int i) {
+        return json{{"prompt", prompts[i]}, {"max_tokens", 32}, {"revise", true}}.dump();
+    };
+    Server s({"--parallel", "2", "--max-prompt", "32", "--revise", "--revise-tail", "dense"});
+    ASSERT_GT(s.port, 0);
+    std::vector<json> got(2);
+    std::vector<std::thread> ts;
+    for (int i = 0; i < 2; ++i) {
+        ts.emplace_back([&, i] {
+            httplib::Client ci("127.0.0.1", s.port);
+            ci.set_read_timeout(120);
+            auto r = ci.Post("/v1/completions", body(i), "application/json");
+            if (r) got[i] = r->status == 200 ? json::parse(r->body) : json{{"error", r->body}};
+        });
+    }
+    for (auto& t : ts)
+        t.join();
+    // The checks after the last block are forwards of the dense device there (nfe counts them),
+    // and of the CPU path on a server without the flag (nfe does not).
+    Server cpu_tail({"--parallel", "1", "--max-prompt", "32"});
+    ASSERT_GT(cpu_tail.port, 0);
+    httplib::Client c("127.0.0.1", cpu_tail.port);
+    for (int i = 0; i < 2; ++i) {
+        ASSERT_TRUE(got[i].contains("choices")) << got[i].dump();
+        EXPECT_EQ(got[i]["choices"][0]["text"], want[i].text) << prompts[i];
+        EXPECT_EQ(got[i]["nfe"], want[i].forwards) << prompts[i];
+        auto r = c.Post("/v1/completions", body(i), "application/json");
+        ASSERT_TRUE(r);
+        ASSERT_EQ(r->status, 200) << r->body;
+        const json j = json::parse(r->body);
+        EXPECT_EQ(j["choices"][0]["text"], want[i].text) << prompts[i];
+        EXPECT_EQ(j["nfe"], want[i].forwards - want[i].tail_steps) << prompts[i];
+    }
 }
 
 TEST(Server, CfgRequestsWaitForTheirTwoSequences) {

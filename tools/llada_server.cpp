@@ -127,11 +127,7 @@ int main(int argc, char** argv) {
         tools::LoadedModel lm = tools::load_model(model_path);
         if (!args.given("--policy")) dec.policy = "dual-cache";
         dec.finish(args, *lm.model);
-        if (dec.opt.revise.tail_dense) {
-            throw Error(
-                "llada-server does not take --revise-tail dense: its shared session holds no "
-                "scratch slots for check rows; use --revise-tail cpu");
-        }
+        limits.check_slots = dec.opt.revise.tail_dense;
         if (!args.given("--threshold") && dec.policy == "dual-cache")
             dec.opt.threshold = decode::kDefaultThreshold;
         dec.set_calibration_file(model_path, threads);

@@ -23,12 +23,12 @@ ServerEngine::ServerEngine(const LoadedModel& lm, runtime::Device& device,
     }
     if (limits_.parallel < 1) throw Error("--parallel must be >= 1");
     n_pos_ = limits_.max_prompt + limits_.max_gen;
-    shape_ = decode::shared_session_shape(limits_.parallel, n_pos_);
-    runtime::PlanOptions po;
-    po.kv_f16 = limits_.kv_f16;
-    session_ = std::make_unique<model::Session>(*lm.model, device, shape_.n_seq,
-                                                static_cast<int>(shape_.n_pos), shape_.rows,
-                                                shape_.outs, po);
+    shape_ = decode::shared_session_shape(limits_.parallel, n_pos_, limits_.check_slots);
+    decode::GenerateOptions cache_opt;
+    cache_opt.kernels.kv_f16 = limits_.kv_f16;
+    kv_ = decode::session_cache(*lm.model, shape_, cache_opt);
+    session_ = std::make_unique<model::Session>(*lm.model, device, kv_, shape_.rows, shape_.outs,
+                                                cache_opt.kernels);
     sched_ = std::make_unique<decode::Scheduler>(*session_);
     sched_->isolate_failures(true);  // one request's failure is its own, not its batch's
     thread_ = std::thread([this] { loop(); });

@@ -28,6 +28,9 @@ struct ServerLimits {
     int max_prompt = 0;   // tokens (0: the model's context minus max_gen)
     int max_gen = 128;    // generated positions per request
     bool kv_f16 = false;  // the KV cache in fp16 (half the memory per sequence)
+    // --revise-tail dense: every sequence also holds scratch slots for the check rows after
+    // the last block (twice the cache), and the session the rows to check every position.
+    bool check_slots = false;
 };
 
 // One request's life: filled by the HTTP side, advanced by the engine thread.
@@ -105,6 +108,7 @@ class ServerEngine {
     ServerLimits limits_;
     int n_pos_ = 0;
     decode::SessionShape shape_;  // the shared session's (decode::shared_session_shape)
+    runtime::KvCache kv_;         // the session's cache (scratch slots past the context allowed)
     std::unique_ptr<model::Session> session_;
     std::unique_ptr<decode::Scheduler> sched_;
     decode::LookaheadCosts costs_;  // for --lookahead auto, measured when first needed
