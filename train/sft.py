@@ -45,7 +45,8 @@ PRESETS = {
     # The long suite (tasks.LONG_TASKS): 128 generated tokens in blocks of 32. Rows are ~3x
     # longer than the short suite's, so a step of 32 rows carries more answer tokens than one of
     # 64 short rows; the budget is set by the ~2-hour limit on the 2-core machine.
-    # tiny-llada-l: the AR twin, then 9,000 LLaDA steps on one schedule (~1.9 hours alone).
+    # tiny-llada-l: the AR twin (~11 min), then 9,000 LLaDA steps on one schedule (~71 min; both
+    # measured at 2 threads, models/README.md).
     "l": dict(model=dict(d=128, n_layer=4, n_head=4, n_kv_head=4, ffn=352),
               train=dict(ar_steps=2000, steps=9000, batch=32, lr=2e-3), suite="long"),
 }
