@@ -80,42 +80,50 @@ struct Server {
     ~Server() { stop(); }
 };
 
+// The server's defaults for a request of `gen` positions: block 8, threshold 0.9, one token
+// per step otherwise.
+decode::GenerateOptions server_defaults(int gen = 32) {
+    decode::GenerateOptions o;
+    o.gen = gen;
+    o.block = std::min(8, gen);
+    o.steps = gen;
+    o.threshold = 0.9;
+    return o;
+}
+
+// A request through the library alone: its answer's text and the generation's result.
+std::pair<std::string, decode::GenerateResult> run_alone(const std::string& prompt,
+                                                         const decode::GenerateOptions& o,
+                                                         const std::string& policy = "dual-cache") {
+    auto lm = tools::load_model(model());
+    runtime::ThreadPool pool(1);
+    auto dev = runtime::make_cpu_device(pool);
+    auto r = decode::make_policy(policy, *lm.model, *dev, o, lm.ids)
+                 ->generate(lm.tok->encode(prompt, lm.tok->add_bos_default(), false));
+    std::string text = lm.tok->decode(r.answer(lm.ids), false);
+    return {std::move(text), std::move(r)};
+}
+
 // The same request through the library alone (the server's defaults: dual-cache, threshold 0.9,
 // block 8, 32 positions, one token per step otherwise).
 std::string alone(const std::string& prompt, uint64_t seed, double temperature,
                   const std::string& policy = "dual-cache", int gen = 32, double threshold = 0.9,
                   int lookahead = -1) {
-    auto lm = tools::load_model(model());
-    runtime::ThreadPool pool(1);
-    auto dev = runtime::make_cpu_device(pool);
-    decode::GenerateOptions o;
-    o.gen = gen;
-    o.block = std::min(8, gen);
-    o.steps = gen;
+    decode::GenerateOptions o = server_defaults(gen);
     o.threshold = threshold;
     o.seed = seed;
     o.temperature = temperature;
     o.lookahead = lookahead;
-    auto p = decode::make_policy(policy, *lm.model, *dev, o, lm.ids);
-    const auto r = p->generate(lm.tok->encode(prompt, lm.tok->add_bos_default(), false));
-    return lm.tok->decode(r.answer(lm.ids), false);
+    return run_alone(prompt, o, policy).first;
 }
 
 // The same at T 1.0 with its answer's mean committed confidence (test-time scaling's ranking).
 std::pair<std::string, double> alone_with_confidence(const std::string& prompt, uint64_t seed) {
-    auto lm = tools::load_model(model());
-    runtime::ThreadPool pool(1);
-    auto dev = runtime::make_cpu_device(pool);
-    decode::GenerateOptions o;
-    o.gen = 32;
-    o.block = 8;
-    o.steps = 32;
-    o.threshold = 0.9;
+    decode::GenerateOptions o = server_defaults();
     o.seed = seed;
     o.temperature = 1.0;
-    const auto r = decode::make_policy("dual-cache", *lm.model, *dev, o, lm.ids)
-                       ->generate(lm.tok->encode(prompt, lm.tok->add_bos_default(), false));
-    return {lm.tok->decode(r.answer(lm.ids), false), r.mean_confidence()};
+    const auto [text, r] = run_alone(prompt, o);
+    return {text, r.mean_confidence()};
 }
 
 // A revising request alone (the server's defaults, `revise` on) with its checks after the last
@@ -126,19 +134,11 @@ struct RevisedAlone {
     int tail_steps = 0;
 };
 RevisedAlone alone_revised_tail_dense(const std::string& prompt) {
-    auto lm = tools::load_model(model());
-    runtime::ThreadPool pool(1);
-    auto dev = runtime::make_cpu_device(pool);
-    decode::GenerateOptions o;
-    o.gen = 32;
-    o.block = 8;
-    o.steps = 32;
-    o.threshold = 0.9;
+    decode::GenerateOptions o = server_defaults();
     o.revise.on = true;
     o.revise.tail_dense = true;
-    const auto r = decode::make_policy("dual-cache", *lm.model, *dev, o, lm.ids)
-                       ->generate(lm.tok->encode(prompt, lm.tok->add_bos_default(), false));
-    RevisedAlone out{lm.tok->decode(r.answer(lm.ids), false), r.stats.forwards, 0};
+    const auto [text, r] = run_alone(prompt, o);
+    RevisedAlone out{text, r.stats.forwards, 0};
     for (const decode::StepInfo& st : r.steps)
         out.tail_steps += !st.dense;
     return out;
