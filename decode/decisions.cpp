@@ -40,6 +40,17 @@ class ModelDecisions : public DecisionSource {
             act.commit(b.pos[r], b.cand[r].token, b.cand[r].confidence, true);
     }
 
+    void judge(const Pipeline& pipe, std::span<const int32_t>, std::span<const int32_t>,
+               std::span<const int32_t> token, std::span<const Candidate> cand,
+               std::vector<Pipeline::Verdict>& out) override {
+        pipe.judge(token, cand, out);
+    }
+
+    void choose_ahead(Pipeline& pipe, std::span<const int32_t> pos, std::span<const int32_t>,
+                      std::vector<Candidate>& cand, std::vector<int>& chosen) override {
+        pipe.choose_ahead(pos, cand, chosen);
+    }
+
   private:
     bool pipeline_, exact_reference_;
     int limit_;
@@ -50,14 +61,39 @@ class TraceDecisions : public DecisionSource {
   public:
     TraceDecisions(const DecisionTrace& trace, int n_blocks, int block_len, int32_t n_vocab,
                    int32_t mask)
-        : trace_(trace), n_blocks_(n_blocks), block_len_(block_len), V_(n_vocab), mask_(mask) {}
+        : trace_(trace), n_blocks_(n_blocks), block_len_(block_len), V_(n_vocab), mask_(mask) {
+        // A pipeline trace replays at its own shape: each block's steps, in order.
+        first_.assign(static_cast<size_t>(trace.n_blocks()), -1);
+        count_.assign(static_cast<size_t>(trace.n_blocks()), 0);
+        for (size_t i = 0; i < trace.steps.size(); ++i) {
+            const int tb = trace.steps[i].block;
+            if (first_[tb] < 0) first_[tb] = static_cast<int>(i);
+            ++count_[tb];
+        }
+    }
 
     void decide(BlockView& b, CommitPolicy& rule, const Speculation&, BlockActions& act) override {
         const int n = static_cast<int>(b.pos.size());
-        auto token_of = [&](int r) {
-            const int32_t t = b.cand[r].token;
-            return t >= 0 && t < V_ && t != mask_ ? t : (mask_ + 1) % V_;
-        };
+        auto token_of = [&](int r) { return committable(b.cand[r].token); };
+        if (trace_.pipeline.depth > 0) {
+            // The trace's step k of this block, or none past its steps.
+            cur_ = nullptr;
+            if (b.block < static_cast<int>(count_.size()) && b.step_in_block < count_[b.block])
+                cur_ = &trace_.steps[static_cast<size_t>(first_[b.block] + b.step_in_block)];
+            act.verify_ahead();
+            int rest = cur_ != nullptr ? cur_->committed - cur_->ahead_committed() : n;
+            for (int r = 0; r < n && rest > 0; ++r) {
+                const int p = b.pos[r];
+                if (b.state[p] != TokenState::Masked) continue;
+                int32_t t = token_of(r);
+                for (const auto& [q, old] : rejected_) {
+                    if (q == p && t == old) t = committable(t + 1);
+                }
+                act.commit(p, t, b.cand[r].confidence, false);
+                --rest;
+            }
+            return;
+        }
         int drafts = 0;
         for (int r = 0; r < n; ++r)
             drafts += b.state[b.pos[r]] == TokenState::Draft;
@@ -85,10 +121,61 @@ class TraceDecisions : public DecisionSource {
         }
     }
 
+    void judge(const Pipeline&, std::span<const int32_t> pos, std::span<const int32_t> offset,
+               std::span<const int32_t> token, std::span<const Candidate>,
+               std::vector<Pipeline::Verdict>& out) override {
+        // Per block: the trace's kept checks first, then its rejected ones; the rest wait.
+        out.assign(offset.size(), Pipeline::Verdict::Keep);
+        rejected_.clear();
+        if (cur_ == nullptr) return;
+        left_ = cur_->ahead;
+        for (size_t i = 0; i < offset.size(); ++i) {
+            const auto d = static_cast<size_t>(offset[i]);
+            if (d >= left_.size()) continue;
+            if (left_[d].kept > 0) {
+                --left_[d].kept;
+            } else if (left_[d].rejected > 0) {
+                --left_[d].rejected;
+                out[i] = Pipeline::Verdict::Reject;
+                rejected_.push_back({pos[i], token[i]});
+            } else {
+                out[i] = Pipeline::Verdict::Defer;
+            }
+        }
+    }
+
+    void choose_ahead(Pipeline&, std::span<const int32_t> pos, std::span<const int32_t> offset,
+                      std::vector<Candidate>& cand, std::vector<int>& chosen) override {
+        chosen.clear();
+        if (cur_ == nullptr) return;
+        std::vector<int> left(cur_->ahead.size());
+        for (size_t d = 0; d < left.size(); ++d)
+            left[d] = cur_->ahead[d].committed;
+        for (size_t i = 0; i < pos.size(); ++i) {
+            const auto d = static_cast<size_t>(offset[i]);
+            if (d == 0 || d >= left.size() || left[d] == 0) continue;
+            --left[d];
+            cand[i].token = committable(cand[i].token);
+            chosen.push_back(static_cast<int>(i));
+        }
+    }
+
   private:
+    // The predicted token, or a committable placeholder on a timing-only device.
+    int32_t committable(int32_t t) const {
+        if (t >= V_) t %= V_;
+        return t >= 0 && t != mask_ ? t : (mask_ + 1) % V_;
+    }
+
     const DecisionTrace& trace_;
     int n_blocks_, block_len_;
     int32_t V_, mask_;
+    // pipeline: each trace block's steps, the step being replayed, what is left of its
+    // verdicts, and the positions it rejected with their tokens.
+    std::vector<int> first_, count_;
+    const TraceStep* cur_ = nullptr;
+    std::vector<AheadCounts> left_;
+    std::vector<std::pair<int32_t, int32_t>> rejected_;
 };
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "decode/commit_rule.h"
+#include "decode/pipeline.h"
 #include "decode/policy.h"
 #include "decode/sampling.h"
 #include "decode/speculation.h"
@@ -49,6 +50,18 @@ class DecisionSource {
     virtual ~DecisionSource() = default;
     virtual void decide(BlockView& block, CommitPolicy& rule, const Speculation& spec,
                         BlockActions& act) = 0;
+    // pipeline: the verdicts on this step's checks of ahead commits, in position order (`pos`,
+    // `offset` each one's block after the current one, `token` the ahead token, `cand` the
+    // check's prediction); called from decide() through BlockActions::verify_ahead.
+    virtual void judge(const Pipeline& pipe, std::span<const int32_t> pos,
+                       std::span<const int32_t> offset, std::span<const int32_t> token,
+                       std::span<const Candidate> cand, std::vector<Pipeline::Verdict>& out) = 0;
+    // pipeline: which of the later blocks' masked positions (`pos` ascending, `offset` each
+    // one's block after the current one, `cand` their predictions) commit ahead this step, after
+    // decide(). Writes indexes into pos.
+    virtual void choose_ahead(Pipeline& pipe, std::span<const int32_t> pos,
+                              std::span<const int32_t> offset, std::vector<Candidate>& cand,
+                              std::vector<int>& chosen) = 0;
 };
 
 // The model decides: a draft is accepted when its re-prediction is the same token at --accept,
@@ -60,6 +73,12 @@ std::unique_ptr<DecisionSource> make_model_decisions(bool pipeline, bool exact_r
 // A trace decides: a replayed step commits as many positions and accepts the same share of
 // drafts as the traced run's step did (under a fixed schedule only the share of drafts), left
 // to right, with the predicted tokens (placeholders on a timing-only device: a committable id).
+// A pipeline trace (replayed at its own shape) also gives each block of the window its ahead
+// commits and its kept and rejected checks, left to right; a check beyond them waits. Past the
+// trace's steps of a block, the block commits what is left and keeps every check. The replay
+// repeats the traced steps' rows exactly when --pipeline-accept <= the threshold: a rejected
+// token is then never committed again as itself in the same step (its K/V would still be in
+// its slot), so a replayed one is given another token.
 std::unique_ptr<DecisionSource> make_trace_decisions(const DecisionTrace& trace, int n_blocks,
                                                      int block_len, int32_t n_vocab, int32_t mask);
 

@@ -150,11 +150,6 @@ DiffusionConfig configure_diffusion(const std::string& name, const GenerateOptio
                 "--revise cannot be combined with --policy pipeline: a token committed ahead "
                 "of its block is verified by its block's first forward, not by the CPU path");
         }
-        if (opt.replay != nullptr) {
-            throw Error(
-                "--replay cannot drive --policy pipeline: a trace holds one block's commits per "
-                "step, not the next block's");
-        }
     }
     if (opt.early_stop >= 0) c.early_stop = opt.early_stop != 0;
     if (opt.revise.on) check_revise_options(name, opt);
@@ -262,6 +257,7 @@ Generator::Generator(const model::Model& model, const GenerateOptions& opt, cons
     spec_ = Speculation(opt_, n_seq(), L_, cost, static_cast<int32_t>(model_.hparams().n_vocab),
                         ids_.mask);
     if (opt_.replay != nullptr) {
+        check_replay(*opt_.replay);
         decisions_ =
             make_trace_decisions(*opt_.replay, n_blocks_, opt_.block,
                                  static_cast<int32_t>(model_.hparams().n_vocab), ids_.mask);
@@ -285,6 +281,31 @@ Generator::Generator(const model::Model& model, const GenerateOptions& opt, cons
     if (rule_.block_over(0, block_masked())) done_ = blocks_done_ = true;
 }
 
+void Generator::check_replay(const DecisionTrace& t) const {
+    const TracePipeline& tp = t.pipeline;
+    if (cfg_.pipeline != (tp.depth > 0)) {
+        throw Error(cfg_.pipeline
+                        ? "--policy pipeline replays a pipeline trace (recorded with --policy "
+                          "pipeline); this one is " +
+                              t.policy + "'s"
+                        : "a pipeline trace replays only under --policy pipeline, not " +
+                              std::string(cfg_.name));
+    }
+    if (!cfg_.pipeline) return;
+    // Its windows follow from the pipeline's options and its blocks map one to one.
+    if (t.gen != opt_.gen || t.block != opt_.block) {
+        throw Error("a pipeline trace replays at its own shape (gen " + std::to_string(t.gen) +
+                    ", block " + std::to_string(t.block) + "), not gen " +
+                    std::to_string(opt_.gen) + ", block " + std::to_string(opt_.block));
+    }
+    if (tp.depth != opt_.pipeline_depth || tp.start != opt_.pipeline_start ||
+        tp.verify != pipeline_verify_name(opt_.pipeline_verify)) {
+        throw Error("the pipeline trace was recorded with --pipeline-depth " +
+                    std::to_string(tp.depth) + " --pipeline-start " + number_str(tp.start) +
+                    " --pipeline-verify " + tp.verify + "; the replay must use the same");
+    }
+}
+
 int Generator::block_masked() const {
     // With revision, a remasked position of an earlier block belongs to the current one.
     const int b1 = P_ + (block_ + 1) * opt_.block;
@@ -305,24 +326,30 @@ int Generator::verify_ahead(StepInfo& info) {
     auto cand_at = [&](int i) -> Candidate& {
         return i < n_cur_ ? cand_[i] : ahead_cand_[static_cast<size_t>(i - n_cur_)];
     };
+    check_pos_.clear();
+    check_off_.clear();
     check_tok_.clear();
     check_cand_.clear();
     for (int i = 0; i < n_need; ++i) {
         if (!pipe_.checked(need_[i])) continue;
+        check_pos_.push_back(need_[i]);
+        check_off_.push_back(block_offset(need_[i]));
         check_tok_.push_back(res_.canvas[need_[i]]);
         check_cand_.push_back(cand_at(i));
     }
-    pipe_.judge(check_tok_, check_cand_, verdicts_);
+    decisions_->judge(pipe_, check_pos_, check_off_, check_tok_, check_cand_, verdicts_);
     int kept = 0;
     size_t k = 0;
     for (int i = 0; i < n_need; ++i) {
         const int p = need_[i];
         if (!pipe_.checked(p)) continue;
         Candidate& c = cand_at(i);
+        AheadCounts& n = info.ahead[static_cast<size_t>(block_offset(p))];
         switch (verdicts_[k++]) {
             case Pipeline::Verdict::Keep:
                 pipe_.clear(p);
                 ++info.ahead_verified;
+                ++n.kept;
                 ++kept;
                 res_.confidence_sum += c.confidence;
                 ++res_.confidence_n;
@@ -333,6 +360,7 @@ int Generator::verify_ahead(StepInfo& info) {
                 res_.canvas[p] = ids_.mask;
                 state_[p] = TokenState::Masked;
                 ++info.ahead_rejected;
+                ++n.rejected;
                 if (i >= n_cur_) c.confidence = -1.0f;  // a later block's: not committed ahead now
                 break;
             case Pipeline::Verdict::Defer:
@@ -347,19 +375,22 @@ void Generator::commit_ahead(StepInfo& info) {
     // The later blocks' positions that were masked when the step was planned (checks are not
     // candidates: their prediction was made blind to their own token).
     later_pos_.clear();
+    later_off_.clear();
     later_cand_.clear();
     for (size_t i = 0; i < ahead_cand_.size(); ++i) {
         const int p = need_[static_cast<size_t>(n_cur_) + i];
         if (pipe_.checked(p)) continue;
         later_pos_.push_back(p);
+        later_off_.push_back(block_offset(p));
         later_cand_.push_back(ahead_cand_[i]);
     }
-    pipe_.choose_ahead(later_pos_, later_cand_, chosen_);
+    decisions_->choose_ahead(pipe_, later_pos_, later_off_, later_cand_, chosen_);
     for (int i : chosen_) {
         const int p = later_pos_[static_cast<size_t>(i)];
         commit(p, later_cand_[static_cast<size_t>(i)].token);
         pipe_.committed_ahead(p);
         ++info.ahead_committed;
+        ++info.ahead[static_cast<size_t>(later_off_[static_cast<size_t>(i)])].committed;
     }
 }
 
@@ -481,7 +512,7 @@ void Generator::plan_need() {
             n_cur_ += p < block_end;
         }
     }
-    auto verify_at = [&](int p) { return cfg_.pipeline && pipe_.checked(p) && !pipe_.shadow(); };
+    auto verify_at = [&](int p) { return cfg_.pipeline && pipe_.checked(p) && pipe_.masks(); };
     auto shadow_at = [&](int p) { return cfg_.pipeline && pipe_.checked(p) && pipe_.shadow(); };
     // Committed positions whose slot does not hold their token's K/V yet (a revised token's
     // K/V are the CPU path's to recompute; a verified one's slot gets the mask's this step).
@@ -655,6 +686,9 @@ void Generator::apply(std::span<const RowPrediction> preds,
     info.block = std::min(block_, n_blocks_ - 1);
     info.step_in_block = step_in_block_;
     info.dense = req_.dense;
+    if (cfg_.pipeline && req_.dense) {
+        info.ahead.assign(static_cast<size_t>(opt_.pipeline_depth) + 1, {});
+    }
     committed_.clear();
     if (opt_.revise.on) rev_.clear_revised();
     if (req_.dense) {
@@ -678,7 +712,7 @@ void Generator::apply(std::span<const RowPrediction> preds,
                        block_committed};
         Actions act(*this, info);
         decisions_->decide(view, rule_, spec_, act);
-        commit_ahead(info);
+        if (cfg_.pipeline) commit_ahead(info);
         info.drafts_proposed += spec_.propose_all(look_, look_cand_, state_);
         spec_.stepped(static_cast<int>(committed_.size()), step_in_block_ == 0);
     }

@@ -100,7 +100,10 @@ class Generator : public Stepper {
     void resolve_draft(int p, bool accept, bool early, StepInfo& info);
     struct Actions;  // what a decision source's word does (decode/decisions.h)
     int block_masked() const;
+    // A trace's policy and shape fit this generation (--replay).
+    void check_replay(const DecisionTrace& t) const;
     // pipeline: the later blocks' commits, and this step's verdicts on ahead commits.
+    int block_offset(int p) const { return (p - P_) / opt_.block - block_; }
     void commit_ahead(StepInfo& info);
     int verify_ahead(StepInfo& info);
     void finish_block();
@@ -138,9 +141,10 @@ class Generator : public Stepper {
     // Decisions.
     std::vector<Candidate> cand_, look_cand_, ahead_cand_;
     // pipeline: the later blocks' positions masked when the step was planned, their predictions
-    std::vector<int32_t> later_pos_;
+    std::vector<int32_t> later_pos_, later_off_;  // and each one's block after the current one
     std::vector<Candidate> later_cand_;
-    std::vector<int32_t> check_tok_;  // pipeline: this step's checks, their tokens and predictions
+    // pipeline: this step's checks, their blocks (after the current one), tokens and predictions
+    std::vector<int32_t> check_pos_, check_off_, check_tok_;
     std::vector<Candidate> check_cand_;
     std::vector<Pipeline::Verdict> verdicts_;
     std::vector<float> guided_;

@@ -45,8 +45,13 @@ void Pipeline::plan_checks(int b, int end, std::span<const TokenState> state) {
     std::fill(checked_.begin(), checked_.end(), 0);
     const int b0 = P_ + b * block_;
     // Mask mode checks the current block only; shadow mode goes on while the blocks before
-    // hold no masked position.
-    const int last = shadow() ? end : std::min(end, b0 + block_);
+    // hold no masked position; window mode checks every block of the window.
+    const int last = verify_ == PipelineVerify::Mask ? std::min(end, b0 + block_) : end;
+    if (verify_ == PipelineVerify::Window) {
+        for (int p = b0; p < last; ++p)
+            checked_[p] = ahead_[p];
+        return;
+    }
     for (int c0 = b0; c0 < last; c0 += block_) {
         bool masked = false;
         for (int p = c0; p < std::min(L_, c0 + block_); ++p) {

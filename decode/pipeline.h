@@ -20,6 +20,8 @@ class Pipeline {
     Pipeline(const GenerateOptions& opt, int prompt_len, int canvas_len);
 
     bool shadow() const { return verify_ == PipelineVerify::Shadow; }
+    // Whether a check is one row fed the mask at the position (mask and window modes).
+    bool masks() const { return verify_ != PipelineVerify::Shadow; }
     // Position p holds a token committed ahead of its block, not verified yet.
     bool ahead(int p) const { return ahead_[p] != 0; }
     // Whether block b holds an unverified ahead commit.
@@ -34,6 +36,7 @@ class Pipeline {
 
     // Marks the ahead commits this step checks (`checked`), for a window decoding up to `end`:
     //   mask mode: the current block's; their rows are fed the mask for this forward;
+    //   window mode: every one in the window, fed the mask the same way;
     //   shadow mode: the current block's and then, block after block, the next block's as long
     //   as every block before it held no masked position when the step was planned (their
     //   tokens are then the final context of the later block's checks). Check rows are shadow
@@ -43,9 +46,9 @@ class Pipeline {
 
     // The verdicts on this step's checks, in position order (`pos` ascending, `token` the ahead
     // token, `cand` the check's prediction). Keep: the prediction is the same token with
-    // confidence >= --pipeline-accept. Mask mode judges each check alone. Shadow mode keeps the
-    // longest passing prefix: the first failing check is rejected and every later one deferred
-    // (checked again at a later step), because the later checks saw the rejected token.
+    // confidence >= --pipeline-accept. Mask and window modes judge each check alone. Shadow mode
+    // keeps the longest passing prefix: the first failing check is rejected and every later one
+    // deferred (checked again at a later step), because the later checks saw the rejected token.
     enum class Verdict { Keep, Reject, Defer };
     void judge(std::span<const int32_t> token, std::span<const Candidate> cand,
                std::vector<Verdict>& out) const;

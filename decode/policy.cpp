@@ -28,6 +28,21 @@ const char* remasking_name(Remasking r) {
     return r == Remasking::LowConfidence ? "low_confidence" : "random";
 }
 
+const char* pipeline_verify_name(PipelineVerify v) {
+    return v == PipelineVerify::Mask ? "mask" : v == PipelineVerify::Shadow ? "shadow" : "window";
+}
+
+bool parse_pipeline_verify(const std::string& name, PipelineVerify& out) {
+    for (const PipelineVerify v :
+         {PipelineVerify::Mask, PipelineVerify::Shadow, PipelineVerify::Window}) {
+        if (name == pipeline_verify_name(v)) {
+            out = v;
+            return true;
+        }
+    }
+    return false;
+}
+
 std::vector<int32_t> GenerateResult::generated() const {
     return std::vector<int32_t>(canvas.begin() + prompt_len, canvas.end());
 }

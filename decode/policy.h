@@ -10,12 +10,11 @@
 #include <vector>
 
 #include "decode/noise.h"
+#include "decode/trace.h"
 #include "model/model.h"
 #include "runtime/device.h"
 
 namespace llada::decode {
-
-struct DecisionTrace;  // decode/trace.h
 
 enum class Remasking { LowConfidence, Random };
 
@@ -36,8 +35,12 @@ enum class DraftInput { Mask, Token };
 // How the pipeline checks a token committed ahead of its block (docs/step-engine.md, "Pipelined
 // blocks"): Mask feeds the mask at every ahead position of a block in its first forward as the
 // current block; Shadow adds a check row (the mask, blind to its own key) beside the token, so
-// the checks of several blocks can share one forward, in block order.
-enum class PipelineVerify { Mask, Shadow };
+// the checks of several blocks can share one forward, in block order; Window feeds the mask at
+// every ahead position of the window in the next forward (one row a position, judged alone).
+enum class PipelineVerify { Mask, Shadow, Window };
+const char* pipeline_verify_name(PipelineVerify v);
+// "mask", "shadow" or "window"; false for any other name.
+bool parse_pipeline_verify(const std::string& name, PipelineVerify& out);
 const char* remasking_name(Remasking r);
 
 // Progressive revision (docs/step-engine.md, "Progressive revision"): committed tokens stay
@@ -183,6 +186,7 @@ struct StepInfo {
     // pipeline: positions of the next block committed ahead of their block, and, when their
     // block became current, those verified (kept) and rejected (masked again).
     int ahead_committed = 0, ahead_verified = 0, ahead_rejected = 0;
+    std::vector<AheadCounts> ahead;  // the same per block, from the current one on (traces)
     int n_masked = 0, n_draft = 0, n_visible = 0, n_stable = 0;  // generated positions by state
     // The window's rows by the state of their position (first sequence).
     int rows_masked = 0, rows_draft = 0, rows_committed = 0;

@@ -44,6 +44,13 @@ bool replay_decision(const DecisionTrace& t, int n_blocks, int block_len, int b,
     return true;
 }
 
+int TraceStep::ahead_committed() const {
+    int n = 0;
+    for (size_t d = 1; d < ahead.size(); ++d)
+        n += ahead[d].committed;
+    return n;
+}
+
 double DecisionTrace::revision_rate() const {
     int64_t checks = 0, revisions = 0;
     for (const TraceStep& s : steps) {

@@ -12,6 +12,12 @@
 
 namespace llada::decode {
 
+// pipeline: what a step did to one block of its window (decode/pipeline.h): positions committed
+// ahead of the block, and the checks of earlier ahead commits that kept or rejected a token.
+struct AheadCounts {
+    int committed = 0, kept = 0, rejected = 0;
+};
+
 struct TraceStep {
     int block = 0;
     int committed = 0;       // positions committed (accepted drafts included)
@@ -24,6 +30,17 @@ struct TraceStep {
     int rows_masked = 0, rows_draft = 0, rows_committed = 0;  // rows by the state of the position
     // Progressive revision: the CPU path's checks, and the tokens they replaced or remasked.
     int checks = 0, revised = 0, remasked = 0;
+    // pipeline: per block of the window, from the current one (index 0) on. `committed` above
+    // counts the current block's commits and the ahead commits.
+    std::vector<AheadCounts> ahead;
+    int ahead_committed() const;
+};
+
+// The pipeline options a trace was recorded with: a replay's windows follow from them.
+struct TracePipeline {
+    int depth = 0;  // 0: not a pipeline trace
+    double start = 0.0;
+    std::string verify;  // --pipeline-verify's name
 };
 
 struct DecisionTrace {
@@ -32,6 +49,7 @@ struct DecisionTrace {
     int prompt_len = 0, gen = 0, block = 0;
     bool parallel = false;  // recorded with a parallel commit rule (--threshold / --factor)
     bool stopped_early = false;
+    TracePipeline pipeline;
     std::vector<TraceStep> steps;
 
     int n_blocks() const { return block > 0 ? gen / block : 0; }

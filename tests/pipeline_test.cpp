@@ -1,9 +1,11 @@
 // Pipelined blocks (decode/pipeline.h, `--policy pipeline`): ahead commits and their checks in
-// both modes. Mask mode (one block ahead, checked by feeding the mask in its block's first
-// forward): every ahead commit is resolved exactly once, at its block's first step. Shadow mode
+// each mode. Mask mode (one block ahead, checked by feeding the mask in its block's first
+// forward): every ahead commit is resolved exactly once, at its block's first step. Window mode:
+// every ahead commit is resolved at the next step, one row a check. Shadow mode
 // (several blocks ahead, checked by shadow rows): verdicts keep the longest passing prefix, in
 // block order, several blocks per forward; the cache's committed slots stay exact in both;
-// --pipeline-start 1 is need; the long model takes fewer forwards than need.
+// --pipeline-start 1 is need; the long model takes fewer forwards than need; a trace replays
+// step for step on another model.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -160,6 +162,46 @@ void expect_shadow_invariants(const Trace& t, int P, int block, int depth,
     EXPECT_EQ(committed, t.result.ahead_committed);
 }
 
+// Window mode's invariants: every ahead commit is resolved (kept or masked again) at the very
+// next step, whatever its block, and each check is one row (the mask at the position): a step's
+// rows are its masked, stale and ahead-checked positions, once each.
+void expect_window_invariants(const Trace& t, int P, int block, int depth,
+                              const decode::TokenIds& ids) {
+    const int L = static_cast<int>(t.canvas.front().size());
+    int64_t committed = 0, verified = 0, rejected = 0;
+    for (size_t i = 0; i < t.steps.size(); ++i) {
+        SCOPED_TRACE("step " + std::to_string(i));
+        const auto& st = t.steps[i];
+        const int b1 = P + (st.block + 1) * block;
+        int kept = 0, lost = 0, n_ahead = 0;
+        for (int p = P; p < L; ++p) {
+            if (i > 0 && t.ahead[i - 1][p]) {
+                EXPECT_FALSE(t.ahead[i][p]) << p << ": not resolved at the next step";
+                const bool same = t.canvas[i][p] == t.canvas[i - 1][p];
+                const bool recommitted = std::find(t.committed[i].begin(), t.committed[i].end(),
+                                                   p) != t.committed[i].end();
+                (same && !recommitted ? kept : lost) += 1;
+            }
+            if (t.ahead[i][p]) {
+                EXPECT_GE(p, b1);
+                EXPECT_LT(p, b1 + depth * block);
+                EXPECT_NE(t.canvas[i][p], ids.mask);
+                ++n_ahead;
+            }
+        }
+        EXPECT_EQ(kept, st.ahead_verified);
+        EXPECT_EQ(lost, st.ahead_rejected);
+        EXPECT_EQ(n_ahead, st.ahead_committed);
+        // One row per position at most: no shadow rows beside the tokens.
+        EXPECT_LE(st.rows, L);
+        committed += st.ahead_committed;
+        verified += st.ahead_verified;
+        rejected += st.ahead_rejected;
+    }
+    EXPECT_EQ(committed, verified + rejected);
+    EXPECT_EQ(committed, t.result.ahead_committed);
+}
+
 // A run with the cache checked after every step (each committed slot holds its token's key),
 // which ends with every generated position stable.
 Trace checked_run(const Tiny& tiny, const decode::GenerateOptions& opt,
@@ -245,6 +287,34 @@ TEST(Pipeline, ShadowChecksKeepThePassingPrefixInBlockOrderAndTheCacheExact) {
     EXPECT_GT(ahead, 0);
 }
 
+// Window mode on the trained model: ahead commits in every later block, each checked by the
+// next forward fed the mask there (kept or masked again then), the cache's committed slots exact;
+// with failing checks too (--pipeline-accept 1), and the generation still ends.
+TEST(Pipeline, WindowChecksResolveEveryAheadCommitAtTheNextStep) {
+    Tiny tiny;
+    int64_t ahead = 0, verified = 0, rejected = 0;
+    for (const double accept : {0.5, 1.0}) {
+        for (const char* text : kPrompts) {
+            SCOPED_TRACE(text);
+            auto opt = tiny.opt;
+            opt.early_stop = 0;
+            opt.pipeline_verify = decode::PipelineVerify::Window;
+            opt.pipeline_accept = accept;
+            opt.pipeline_min = accept == 1.0 ? 8 : 0;
+            const auto prompt = tiny.prompt(text);
+            const Trace t = checked_run(tiny, opt, prompt);
+            expect_window_invariants(t, static_cast<int>(prompt.size()), opt.block,
+                                     opt.pipeline_depth, tiny.lm.ids);
+            ahead += t.result.ahead_committed;
+            verified += t.result.ahead_verified;
+            rejected += t.result.ahead_rejected;
+        }
+    }
+    EXPECT_GT(verified, 0);
+    EXPECT_GT(rejected, 0);
+    EXPECT_GT(ahead, verified);
+}
+
 // Shadow mode's checks have teeth: at --pipeline-accept 1 (a check passes only at probability
 // 1 in float32) most checks fail, each step rejects the first failing one and defers the rest;
 // the invariants hold and the generation still ends.
@@ -324,8 +394,112 @@ TEST(Pipeline, ImpossibleOptionsAreRejectedByName) {
     o.pipeline_depth = 1;
     o.revise.on = true;
     expect_error(o, "--revise cannot be combined with --policy pipeline");
-    o.revise.on = false;
-    decode::DecisionTrace trace;
-    o.replay = &trace;
-    expect_error(o, "--replay cannot drive --policy pipeline");
+}
+
+// A pipeline trace replayed on another model (tiny-llada-l, which would decide differently)
+// repeats the traced run step for step: the same windows, commits and per-block ahead counts,
+// checks that fail included (forced ahead commits checked at the threshold). The trace goes
+// through its JSON form.
+TEST(Pipeline, ReplayRepeatsATracesStepsOnAnotherModel) {
+    Tiny tiny;
+    auto other = tools::load_model(shipped("tiny-llada-l.gguf"));
+    int64_t rejected = 0;
+    for (const auto verify : {decode::PipelineVerify::Shadow, decode::PipelineVerify::Window}) {
+        for (const double accept : {0.5, 0.9}) {
+            for (const char* text : kPrompts) {
+                SCOPED_TRACE(std::string(text) + " accept " + std::to_string(accept) + " " +
+                             decode::pipeline_verify_name(verify));
+                auto opt = tiny.opt;
+                opt.early_stop = 0;
+                opt.pipeline_verify = verify;
+                opt.pipeline_accept = accept;
+                opt.pipeline_min = accept == 0.9 ? 8 : 0;
+                const Trace t =
+                    run(*tiny.lm.model, "pipeline", opt, tiny.lm.ids, tiny.prompt(text));
+                const decode::DecisionTrace trace =
+                    tools::trace_from_json(tools::trace_json(t.result, opt, "tiny", "pipeline"));
+                ASSERT_EQ(trace.pipeline.depth, opt.pipeline_depth);
+                auto ropt = tiny.opt;
+                ropt.early_stop = 0;
+                ropt.pipeline_verify = verify;
+                ropt.replay = &trace;
+                const auto prompt = other.tok->encode(text, other.tok->add_bos_default(), false);
+                const Trace r = run(*other.model, "pipeline", ropt, other.ids, prompt);
+                ASSERT_EQ(r.steps.size(), t.steps.size());
+                for (size_t i = 0; i < t.steps.size(); ++i) {
+                    SCOPED_TRACE("step " + std::to_string(i));
+                    const auto &a = t.steps[i], &b = r.steps[i];
+                    EXPECT_EQ(b.block, a.block);
+                    EXPECT_EQ(b.committed, a.committed);
+                    EXPECT_EQ(b.rows, a.rows);
+                    ASSERT_EQ(b.ahead.size(), a.ahead.size());
+                    int checks = 0;
+                    for (size_t d = 0; d < a.ahead.size(); ++d) {
+                        EXPECT_EQ(b.ahead[d].committed, a.ahead[d].committed) << d;
+                        EXPECT_EQ(b.ahead[d].kept, a.ahead[d].kept) << d;
+                        EXPECT_EQ(b.ahead[d].rejected, a.ahead[d].rejected) << d;
+                        checks += a.ahead[d].kept + a.ahead[d].rejected;
+                    }
+                    EXPECT_EQ(a.ahead_verified + a.ahead_rejected, checks);
+                }
+                EXPECT_EQ(r.result.stats.forwards, t.result.stats.forwards);
+                EXPECT_EQ(r.result.ahead_committed, t.result.ahead_committed);
+                rejected += t.result.ahead_rejected;
+            }
+        }
+    }
+    EXPECT_GT(rejected, 0);  // failing checks (and the ones they defer) were replayed too
+}
+
+// A replay fits the trace's policy, shape and pipeline options, or says which does not.
+TEST(Pipeline, ReplayRefusesATraceItCannotRepeat) {
+    Tiny tiny;
+    auto opt = tiny.opt;
+    opt.early_stop = 0;
+    const auto prompt = tiny.prompt("6238+0032=");
+    const Trace t = run(*tiny.lm.model, "pipeline", opt, tiny.lm.ids, prompt);
+    const decode::DecisionTrace pipe =
+        tools::trace_from_json(tools::trace_json(t.result, opt, "tiny", "pipeline"));
+    const Trace n = run(*tiny.lm.model, "need", opt, tiny.lm.ids, prompt);
+    const decode::DecisionTrace need =
+        tools::trace_from_json(tools::trace_json(n.result, opt, "tiny", "need"));
+    auto expect_error = [&](const std::string& policy, decode::GenerateOptions o,
+                            const decode::DecisionTrace& tr, const std::string& want) {
+        o.replay = &tr;
+        std::string err;
+        try {
+            const auto cfg = decode::configure_diffusion(policy, o);
+            decode::Generator g(*tiny.lm.model, o, tiny.lm.ids, cfg, prompt);
+        } catch (const Error& e) {
+            err = e.what();
+        }
+        EXPECT_NE(err.find(want), std::string::npos) << err;
+    };
+    expect_error("pipeline", opt, need, "--policy pipeline replays a pipeline trace");
+    expect_error("need", opt, pipe, "a pipeline trace replays only under --policy pipeline");
+    auto o = opt;
+    o.gen = 64;
+    expect_error("pipeline", o, pipe,
+                 "a pipeline trace replays at its own shape (gen 32, block 8)");
+    o = opt;
+    o.pipeline_depth = 2;
+    expect_error("pipeline", o, pipe, "recorded with --pipeline-depth 3 --pipeline-start 0");
+    o = opt;
+    o.pipeline_verify = decode::PipelineVerify::Window;
+    expect_error("pipeline", o, pipe, "--pipeline-verify shadow; the replay must use the same");
+    // A step's ahead counts that do not add up to its blocks are refused when read.
+    auto j = tools::trace_json(t.result, opt, "tiny", "pipeline");
+    for (auto& st : j["steps"]) {
+        if (st[13].size() > 1 && st[13][1][0].get<int>() > 0) {
+            st[13][1][0] = st[13][1][0].get<int>() + 1;
+            break;
+        }
+    }
+    std::string err;
+    try {
+        tools::trace_from_json(j);
+    } catch (const Error& e) {
+        err = e.what();
+    }
+    EXPECT_NE(err.find("decision trace"), std::string::npos) << err;
 }

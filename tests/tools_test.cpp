@@ -112,6 +112,8 @@ TEST(LladaCli, ClearErrors) {
          "--lookahead must be 'auto' or a row count"},
         {"-m " + fixture_model() + " -p x --gen 16 --block 8 --policy mbsd --draft-input both",
          "--draft-input must be mask or token"},
+        {"-m " + fixture_model() + " -p x --gen 16 --block 8 --policy pipeline --pipeline-verify x",
+         "--pipeline-verify must be mask, shadow or window, got 'x'"},
         {"-m " + fixture_model() + " -p x --gen 16 --block 8 --policy mbsd --revise-margin 0.3",
          "--revise-margin is a setting of --revise; give --revise too"},
         {"-m " + fixture_model() +

@@ -109,10 +109,11 @@ void DecodeFlags::add_to(ArgTable& args) {
                  "blocks that may decode ahead of the current one, each starting once the block\n"
                  "before it is --pipeline-start along (default 3)",
                  &opt.pipeline_depth, 1, 1 << 20);
-    args.string({"--pipeline-verify"}, "mask|shadow",
+    args.string({"--pipeline-verify"}, "mask|shadow|window",
                 "how an ahead commit is checked: shadow (default: a check row blind to the token\n"
                 "beside it, so the checks of several blocks share one forward, kept while they\n"
-                "pass in order) or mask (its block's first forward feeds the mask there)",
+                "pass in order), mask (its block's first forward feeds the mask there) or\n"
+                "window (the next forward feeds the mask there, every block at once)",
                 &pipeline_verify);
     args.section("Progressive revision (--revise; policies threshold, dual-cache, mbsd, ...)");
     args.flag({"--revise"},
@@ -278,13 +279,9 @@ void DecodeFlags::finish(const ArgTable& args, const model::Model& model) {
     } else {
         throw Error("--draft-input must be mask or token, got '" + draft_input + "'");
     }
-    if (pipeline_verify == "mask") {
-        opt.pipeline_verify = decode::PipelineVerify::Mask;
-    } else if (pipeline_verify == "shadow") {
-        opt.pipeline_verify = decode::PipelineVerify::Shadow;
-    } else {
-        throw Error("--pipeline-verify must be mask or shadow, got '" + pipeline_verify + "'");
-    }
+    if (!decode::parse_pipeline_verify(pipeline_verify, opt.pipeline_verify))
+        throw Error("--pipeline-verify must be mask, shadow or window, got '" + pipeline_verify +
+                    "'");
     if (calibrate && opt.lookahead >= 0)
         throw Error("--calibrate measures the cost that --lookahead auto sizes with; --lookahead " +
                     lookahead + " needs none");

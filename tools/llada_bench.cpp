@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
                     "interleaved with ours (nothing of llama.cpp is built or shipped here)",
                     &llama_diffusion);
         bool ablation = false, no_sensitivity = false;
-        std::string ablation_configs = "123456789", cache_policy = "prefix-cache";
+        std::string ablation_configs = "123456789p", cache_policy = "prefix-cache";
         args.section("Ablation mode (projected; uses --prompt-len, --gen, --block, --steps)");
         args.flag({"--ablation"},
                   "the published ablation's rows (CPU, + prefix KV cache, + NPU offload,\n"
@@ -107,14 +107,16 @@ int main(int argc, char** argv) {
                   "and its CPU profile, beside the published seconds and the host wall time",
                   &ablation);
         args.string({"--ablation-configs"}, "DIGITS",
-                    "which rows to run, e.g. 34 (default 123456789; rows 6-9 need traces)",
+                    "which rows to run, e.g. 34 (default 123456789p; rows 6-9 and p, the\n"
+                    "pipeline's, need traces)",
                     &ablation_configs);
         args.string({"--cache-policy"}, "NAME",
                     "the cached policy of rows 2-4: prefix-cache (default) or dual-cache",
                     &cache_policy);
         args.flag({"--no-sensitivity"}, "skip the map/unmap and copy cost sensitivity table",
                   &no_sensitivity);
-        std::string replay_path, replay_need_path, replay_threshold_path, replay_revise_path;
+        std::string replay_path, replay_need_path, replay_threshold_path, replay_revise_path,
+            replay_pipeline_path;
         int replay_index = -1;
         args.section("Replay (--e2e and --ablation)");
         args.string(
@@ -132,6 +134,10 @@ int main(int argc, char** argv) {
                     "--ablation: the trace of the row '+ progressive revision' (mbsd + a\n"
                     "threshold + --revise)",
                     &replay_revise_path);
+        args.string({"--replay-pipeline"}, "FILE",
+                    "--ablation: the trace of the row 'pipeline + threshold 0.9' (recorded\n"
+                    "with --policy pipeline at the ablation's gen and block)",
+                    &replay_pipeline_path);
         std::string revise_rows = "auto", revise_context = "fresh", revise_tail = "cpu";
         args.string({"--revise-tail"}, "cpu|dense",
                     "--ablation row 9: the checks left after the last block on the CPU path\n"
@@ -166,10 +172,10 @@ int main(int argc, char** argv) {
         if (replay_sample > 0 && replay_index >= 0)
             throw Error("give one of --replay-sample and --replay-index");
         if (e2e && (!replay_need_path.empty() || !replay_threshold_path.empty() ||
-                    !replay_revise_path.empty()))
+                    !replay_revise_path.empty() || !replay_pipeline_path.empty()))
             throw Error(
-                "--replay-need, --replay-threshold and --replay-revise are --ablation's; --e2e "
-                "takes --replay");
+                "--replay-need, --replay-threshold, --replay-revise and --replay-pipeline are "
+                "--ablation's; --e2e takes --replay");
         if (!ablation && !e2e && (!replay_path.empty() || replay_sample > 0 || replay_index >= 0))
             throw Error("--replay applies to --e2e and --ablation");
         // `parallel`: 1 the rows need a trace of a parallel commit rule, 0 of a schedule, -1 any.
@@ -198,7 +204,13 @@ int main(int argc, char** argv) {
         };
         tools::bench::AblationTraces traces{
             load_traces(replay_path, ablation ? 0 : -1), load_traces(replay_need_path, 1),
-            load_traces(replay_threshold_path, 1), load_traces(replay_revise_path, 1)};
+            load_traces(replay_threshold_path, 1), load_traces(replay_revise_path, 1),
+            load_traces(replay_pipeline_path, 1)};
+        for (const auto& t : traces.pipeline) {
+            if (t.pipeline.depth == 0)
+                throw Error("--replay-pipeline: the decision trace from " + t.source +
+                            " was not recorded with --policy pipeline");
+        }
         traces.revise_rows =
             tools::parse_auto_count("--revise-rows", revise_rows, 0, 1 << 20, "a row count >= 0");
         if (revise_context != "fresh" && revise_context != "snapshot")

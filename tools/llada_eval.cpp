@@ -400,7 +400,7 @@ int main(int argc, char** argv) {
             report["options"]["pipeline_accept"] = dec.opt.pipeline_accept;
             report["options"]["pipeline_depth"] = dec.opt.pipeline_depth;
             report["options"]["pipeline_verify"] =
-                dec.opt.pipeline_verify == decode::PipelineVerify::Shadow ? "shadow" : "mask";
+                decode::pipeline_verify_name(dec.opt.pipeline_verify);
         }
         nlohmann::json tasks = nlohmann::json::object();
         for (const auto& [name, t] : per_task)

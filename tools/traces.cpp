@@ -21,25 +21,66 @@ namespace fs = std::filesystem;
 nlohmann::json trace_json(const decode::GenerateResult& r, const decode::GenerateOptions& opt,
                           const std::string& source, const std::string& policy) {
     nlohmann::json steps = nlohmann::json::array();
+    const bool pipeline = policy == "pipeline";
     for (const auto& s : r.steps) {
         // [block, committed, accepted, rejected, lookahead, rows, masked, draft, committed rows,
-        //  accepted early, checks, revised, remasked]
-        steps.push_back({s.block, s.committed, s.drafts_accepted, s.drafts_rejected, s.lookahead,
-                         s.rows, s.rows_masked, s.rows_draft, s.rows_committed,
-                         s.drafts_accepted_early, s.checks, s.revised, s.remasked});
+        //  accepted early, checks, revised, remasked] and, for the pipeline, per block of the
+        //  window from the current one on, [ahead commits, checks kept, checks rejected]
+        nlohmann::json st = {
+            s.block,  s.committed,   s.drafts_accepted, s.drafts_rejected, s.lookahead,
+            s.rows,   s.rows_masked, s.rows_draft,      s.rows_committed,  s.drafts_accepted_early,
+            s.checks, s.revised,     s.remasked};
+        if (pipeline) {
+            nlohmann::json ahead = nlohmann::json::array();
+            for (const auto& a : s.ahead)
+                ahead.push_back({a.committed, a.kept, a.rejected});
+            st.push_back(ahead);
+        }
+        steps.push_back(st);
     }
-    return {{"trace", "llada.cpp decision trace v1"},
-            {"source", source},
-            {"policy", policy},
-            {"prompt_len", r.prompt_len},
-            {"gen", opt.gen},
-            {"block", opt.block},
-            {"threshold", opt.threshold},
-            {"factor", opt.factor},
-            {"stopped_early", r.stopped_early},
-            {"nfe", r.stats.forwards},
-            {"steps", steps}};
+    nlohmann::json j = {{"trace", "llada.cpp decision trace v1"},
+                        {"source", source},
+                        {"policy", policy},
+                        {"prompt_len", r.prompt_len},
+                        {"gen", opt.gen},
+                        {"block", opt.block},
+                        {"threshold", opt.threshold},
+                        {"factor", opt.factor},
+                        {"stopped_early", r.stopped_early},
+                        {"nfe", r.stats.forwards},
+                        {"steps", steps}};
+    if (pipeline) {
+        j["pipeline"] = {{"depth", opt.pipeline_depth},
+                         {"start", opt.pipeline_start},
+                         {"verify", decode::pipeline_verify_name(opt.pipeline_verify)}};
+    }
+    return j;
 }
+
+namespace {
+
+// A pipeline step's per-block counts: [ahead commits, checks kept, checks rejected] per block of
+// the window, the current one first (which commits nothing ahead).
+void read_ahead(const nlohmann::json& a, const decode::DecisionTrace& t, decode::TraceStep& st) {
+    const std::string where = "decision trace: step " + std::to_string(t.steps.size());
+    if (!a.is_array() || a.size() > static_cast<size_t>(t.pipeline.depth) + 1)
+        throw Error(where +
+                    ": the ahead counts are not one triple per block of the window (at "
+                    "most the pipeline's depth + 1)");
+    for (const auto& e : a) {
+        if (!e.is_array() || e.size() != 3 || !e[0].is_number_integer() ||
+            !e[1].is_number_integer() || !e[2].is_number_integer())
+            throw Error(where + ": an ahead count is not three integers");
+        decode::AheadCounts c{e[0], e[1], e[2]};
+        if (c.committed < 0 || c.kept < 0 || c.rejected < 0 || (st.ahead.empty() && c.committed))
+            throw Error(where + ": an ahead count is out of range");
+        st.ahead.push_back(c);
+    }
+    if (st.ahead_committed() > st.committed)
+        throw Error(where + ": commits ahead more positions than the step commits");
+}
+
+}  // namespace
 
 decode::DecisionTrace trace_from_json(const nlohmann::json& j) {
     if (!j.is_object() || j.value("trace", "") != "llada.cpp decision trace v1" ||
@@ -56,9 +97,26 @@ decode::DecisionTrace trace_from_json(const nlohmann::json& j) {
     t.parallel = j.value("threshold", 0.0) > 0.0 || j.value("factor", 0.0) > 0.0;
     if (t.gen <= 0 || t.block <= 0 || t.gen % t.block != 0)
         throw Error("decision trace: gen and block must be positive, gen a multiple of block");
+    if (j.contains("pipeline")) {
+        const auto& p = j["pipeline"];
+        t.pipeline.verify = p.value("verify", "");
+        t.pipeline.depth = p.value("depth", 0);
+        t.pipeline.start = p.value("start", -1.0);
+        decode::PipelineVerify v;
+        if (t.pipeline.depth < 1 || !(t.pipeline.start >= 0.0 && t.pipeline.start <= 1.0) ||
+            !decode::parse_pipeline_verify(t.pipeline.verify, v))
+            throw Error(
+                "decision trace: 'pipeline' needs depth >= 1, start in [0, 1] and verify "
+                "mask, shadow or window");
+    }
+    const size_t n_fields = t.pipeline.depth > 0 ? 14 : 13;
     for (const auto& s : j["steps"]) {
-        if (!s.is_array() || (s.size() != 10 && s.size() != 13))
-            throw Error("decision trace: a step is not 10 (or 13, with revision) numbers");
+        if (!s.is_array() || (s.size() != 10 && s.size() != 13 && s.size() != n_fields) ||
+            (t.pipeline.depth > 0 && s.size() != n_fields))
+            throw Error(t.pipeline.depth > 0
+                            ? "decision trace: a pipeline step is not 13 numbers and the blocks' "
+                              "ahead counts"
+                            : "decision trace: a step is not 10 (or 13, with revision) numbers");
         decode::TraceStep st;
         st.block = s[0];
         st.committed = s[1];
@@ -71,11 +129,12 @@ decode::DecisionTrace trace_from_json(const nlohmann::json& j) {
         st.rows_draft = s[7];
         st.rows_committed = s[8];
         st.accepted_early = s[9];
-        if (s.size() == 13) {
+        if (s.size() >= 13) {
             st.checks = s[10];
             st.revised = s[11];
             st.remasked = s[12];
         }
+        if (s.size() == 14) read_ahead(s[13], t, st);
         if (st.checks < 0 || st.revised < 0 || st.remasked < 0 ||
             st.revised + st.remasked > st.checks)
             throw Error("decision trace: step " + std::to_string(t.steps.size()) +
@@ -85,8 +144,10 @@ decode::DecisionTrace trace_from_json(const nlohmann::json& j) {
             st.accepted > st.committed || st.lookahead < 0 || st.rows < 0)
             throw Error("decision trace: step " + std::to_string(t.steps.size()) +
                         " has a count out of range");
-        if (!t.steps.empty() && st.block != t.steps.back().block &&
-            st.block != t.steps.back().block + 1)
+        // (A pipeline step may finish several blocks: the next step's block is then later.)
+        const int skip = t.pipeline.depth > 0 ? t.pipeline.depth + 1 : 1;
+        if (!t.steps.empty() &&
+            (st.block < t.steps.back().block || st.block > t.steps.back().block + skip))
             throw Error("decision trace: step " + std::to_string(t.steps.size()) +
                         " skips or revisits a block (blocks are decoded in order)");
         if (t.steps.empty() && st.block != 0)
@@ -97,17 +158,34 @@ decode::DecisionTrace trace_from_json(const nlohmann::json& j) {
     // Every block the trace decoded commits exactly its length (an early stop ends it after a
     // complete block).
     std::vector<int> per_block(static_cast<size_t>(t.n_blocks()), 0);
-    // A remasked token is committed again within the same block.
-    for (const auto& st : t.steps)
-        per_block[st.block] += st.committed - st.remasked;
+    // A remasked token is committed again within the same block. A pipeline step's commits are
+    // the current block's and the later blocks' ahead ones, less the ahead tokens its checks
+    // rejected.
+    for (const auto& st : t.steps) {
+        per_block[st.block] += st.committed - st.remasked - st.ahead_committed();
+        for (size_t d = 0; d < st.ahead.size(); ++d) {
+            const size_t b = static_cast<size_t>(st.block) + d;
+            if (b >= per_block.size()) {
+                if (st.ahead[d].committed + st.ahead[d].kept + st.ahead[d].rejected > 0)
+                    throw Error("decision trace: step " + std::to_string(&st - t.steps.data()) +
+                                " commits ahead past the last block");
+                continue;
+            }
+            per_block[b] += (d > 0 ? st.ahead[d].committed : 0) - st.ahead[d].rejected;
+        }
+    }
     for (int b = 0; b < t.blocks_decoded(); ++b) {
         if (per_block[b] != t.block)
             throw Error("decision trace: block " + std::to_string(b) + " commits " +
                         std::to_string(per_block[b]) + " positions, not its " +
                         std::to_string(t.block));
     }
-    if (!t.stopped_early && t.blocks_decoded() != t.n_blocks())
-        throw Error("decision trace: " + std::to_string(t.blocks_decoded()) + " of " +
+    // A pipeline trace's last step may finish the blocks after its own.
+    int decoded = t.blocks_decoded();
+    while (t.pipeline.depth > 0 && decoded < t.n_blocks() && per_block[decoded] == t.block)
+        ++decoded;
+    if (!t.stopped_early && decoded != t.n_blocks())
+        throw Error("decision trace: " + std::to_string(decoded) + " of " +
                     std::to_string(t.n_blocks()) + " blocks decoded without an early stop");
     return t;
 }

@@ -38,7 +38,15 @@ constexpr AblationRow kAblation[] = {
     // mbsd + a parallel rule + --revise, replayed from --replay-revise: the CPU lane beside the
     // NPU lane (docs/step-engine.md, "Progressive revision").
     {"+ progressive revision", "mbsd", true, "optimised", 16.1, true},
+    // Not in the paper: training-free pipelined blocks (threshold 0.9 in the current block),
+    // replayed from --replay-pipeline: forwards cut across blocks instead of within one.
+    {"  (pipeline + threshold 0.9)", "pipeline", true, "optimised", 0.0, true},
 };
+
+// The --ablation-configs character of row i: its number, and 'p' for the pipeline row.
+char row_key(size_t i) {
+    return i < 9 ? static_cast<char>('1' + i) : 'p';
+}
 
 struct AblationRun {
     double wall_s = 0;
@@ -85,6 +93,13 @@ AblationRun run_ablation_row(const tools::LoadedModel& lm, const AblationRow& ro
         opt.revise.rows = traces.revise_rows;
         opt.revise.fresh_context = traces.revise_fresh;
         opt.revise.tail_dense = traces.revise_tail_dense;
+        if (index == 9) {
+            // The windows follow from the options the trace was recorded with.
+            const decode::TracePipeline& tp = replay->front().pipeline;
+            opt.pipeline_depth = tp.depth;
+            opt.pipeline_start = tp.start;
+            decode::parse_pipeline_verify(tp.verify, opt.pipeline_verify);
+        }
     }
     AblationRun r;
     r.requests = replay ? static_cast<int>(replay->size()) : 1;
@@ -136,7 +151,7 @@ nlohmann::json run_ablation(const tools::LoadedModel& lm, const runtime::DeviceC
                  "published s", "speedup", "projected s", "speedup", "one-time s", "host wall s",
                  "NFE", "computed");
     for (size_t i = 0; i < std::size(kAblation); ++i) {
-        if (configs.find(std::to_string(i + 1)) == std::string::npos) continue;
+        if (configs.find(row_key(i)) == std::string::npos) continue;
         const AblationRow& row = kAblation[i];
         const auto& row_traces = traces.of(i);
         const decode::DecisionTrace* trace = row_traces.empty() ? nullptr : &row_traces[0];
@@ -146,7 +161,8 @@ nlohmann::json run_ablation(const tools::LoadedModel& lm, const runtime::DeviceC
                          i == 5   ? "--replay"
                          : i == 6 ? "--replay-need"
                          : i == 7 ? "--replay-threshold"
-                                  : "--replay-revise");
+                         : i == 8 ? "--replay-revise"
+                                  : "--replay-pipeline");
             continue;
         }
         const AblationRun r =

@@ -46,13 +46,17 @@ double run_llama_bench(const std::string& bin, const std::string& model, int row
 // The decision traces the replayed rows take (--replay for mbsd, --replay-need for need); a
 // replayed row is the mean over its traces, one request each, on one device.
 struct AblationTraces {
-    std::vector<decode::DecisionTrace> mbsd, need, mbsd_threshold, revise;
+    std::vector<decode::DecisionTrace> mbsd, need, mbsd_threshold, revise, pipeline;
     int revise_rows = -1;            // row 9's CPU-path rows per step (--revise-rows; -1 auto)
     bool revise_fresh = true;        // row 9's --revise-context (fresh or snapshot)
     bool revise_tail_dense = false;  // row 9's --revise-tail dense
-    // The traces of row i of the ablation table (rows 6, 7, 8 and 9).
+    // The traces of row i of the ablation table (rows 6, 7, 8, 9 and p).
     const std::vector<decode::DecisionTrace>& of(size_t row) const {
-        return row == 5 ? mbsd : row == 6 ? need : row == 7 ? mbsd_threshold : revise;
+        return row == 5   ? mbsd
+               : row == 6 ? need
+               : row == 7 ? mbsd_threshold
+               : row == 8 ? revise
+                          : pipeline;
     }
 };
 
