@@ -60,12 +60,16 @@ void filtered_probs(const float* logits, int64_t V, const DreamOptions& d, doubl
         x[v] = temperature > 0.0 ? static_cast<double>(logits[v]) / temperature
                                  : static_cast<double>(logits[v]);
     // softmax(y)[v] = exp(y[v] - max) / sum: the maximum and the sum (in index order).
+    // (A plain struct, not std::pair: GCC notes a psABI change for pairs on aarch64.)
+    struct Normaliser {
+        double mx, sum;
+    };
     auto normaliser = [](const std::vector<double>& y) {
         const double mx = *std::max_element(y.begin(), y.end());
         double sum = 0.0;
         for (double e : y)
             sum += std::exp(e - mx);
-        return std::pair{mx, sum};
+        return Normaliser{mx, sum};
     };
     if (d.top_p < 1.0) {
         // Sorted descending (stable), the smallest prefix whose mass exceeds top_p survives:

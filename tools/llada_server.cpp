@@ -531,7 +531,7 @@ int main(int argc, char** argv) {
         if (bound < 0) throw Error("cannot listen on " + host);
         if (listen_fd >= 0) ::listen(listen_fd, static_cast<int>(workers));
         std::fprintf(stderr,
-                     "llada-server: %s on http://%s:%d (policy %s, %d parallel; KV cache %.1f MiB, "
+                     "llada-server: %s on http://%s:%d (policy %s, %d parallel; KV cache %.2f MiB, "
                      "%.2f MiB per sequence of %d positions)\n",
                      model_name.c_str(), host.c_str(), bound, dec.policy.c_str(), limits.parallel,
                      engine.kv_bytes() / 1048576.0, engine.kv_bytes_per_sequence() / 1048576.0,
