@@ -114,8 +114,8 @@ class Runner:
 def traces(r, s):
     """tiny-llada-l's decision traces (128 tokens in blocks of 32, every block decoded) that the
     replayed rows take, and their quality numbers: mbsd on the schedule, need and mbsd with
-    threshold 0.9 (mbsd accepting drafts at 0.7), and mbsd with threshold 0.1 and revision (floor 0.1; the checks left after
-    the last block on the NPU), as bench/quality.sh's long part writes them."""
+    threshold 0.9 (mbsd accepting drafts at 0.7), mbsd with threshold 0.1 and revision (floor 0.1; the checks left after
+    the last block on the NPU), and the pipeline (window checks), as bench/quality.sh's long part writes them."""
     out, results = {}, {}
     specs = {
         "mbsd-sched": ["--policy", "mbsd", "--device", "npu-sim"],
@@ -126,6 +126,9 @@ def traces(r, s):
         "mbsd": ["--policy", "mbsd", "--threshold", "0.9", "--accept", "0.7", "--device", "npu-sim"],
         "mbsd-rev": ["--policy", "mbsd", "--threshold", "0.1", "--device", "npu-sim", "--revise",
                      "--revise-tail", "dense", "--revise-floor", "0.1"],
+        # Pipelined blocks, each ahead commit checked by the next forward fed the mask (one row
+        # a check: the verify mode for a tile-granular device; BENCHMARKS.md "Pipelined blocks").
+        "pipeline": ["--policy", "pipeline", "--threshold", "0.9", "--pipeline-verify", "window"],
     }
     for name, flags in specs.items():
         path = os.path.join(r.out, f"trace-{name}.jsonl")
@@ -141,7 +144,8 @@ def traces(r, s):
 
 def replay_flags(tr, sample):
     return ["--replay", tr["mbsd-sched"], "--replay-need", tr["need"], "--replay-threshold",
-            tr["mbsd"], "--replay-revise", tr["mbsd-rev"], "--replay-sample", sample,
+            tr["mbsd"], "--replay-revise", tr["mbsd-rev"], "--replay-pipeline", tr["pipeline"],
+            "--replay-sample", sample,
             "--revise-context", "fresh", "--revise-tail", "dense"]
 
 
@@ -174,9 +178,9 @@ def main():
 
     tr, res["traces"] = traces(r, s)
 
-    # 1. The ablation (projected; rows 6-9 replayed), prompt 80, 128 tokens in blocks of 32.
+    # 1. The ablation (projected; rows 6-9 and p replayed), prompt 80, 128 tokens in blocks of 32.
     res["ablation"] = r.run("ablation", [
-        "llada-bench", "-m", m8, "--ablation", "--ablation-configs", "123456789", "--no-sensitivity",
+        "llada-bench", "-m", m8, "--ablation", "--ablation-configs", "123456789p", "--no-sensitivity",
         "--timing-only", "--prompt-len", 80, "--gen", 128, "--block", 32, "-t", threads, "--json"]
         + replay_flags(tr, s["replay_sample"]))["ablation"]
 
@@ -243,6 +247,8 @@ def main():
         "mbsd + threshold 0.9 (accept 0.7)": ["--block", 32, "--policy", "mbsd", "--threshold",
                                               0.9, "--accept", 0.7, "--device", "npu-sim"],
         "pipeline": ["--block", 32, "--policy", "pipeline"],
+        "pipeline (window checks)": ["--block", 32, "--policy", "pipeline", "--pipeline-verify",
+                                     "window"],
         "mbsd + threshold 0.1 + revise": ["--block", 32, "--policy", "mbsd", "--threshold", 0.1,
                                           "--device", "npu-sim", "--revise", "--revise-tail",
                                           "dense", "--revise-floor", 0.1],

@@ -167,7 +167,7 @@ def figures(res, figdir):
                color="black")
     ax.set_yscale("log")
     ax.set_xticks(range(len(rows)))
-    ax.set_xticklabels([str(i + 1) for i in range(len(rows))])
+    ax.set_xticklabels([row_key(r) for r in rows])
     ax.set_xlabel("ablation row (table in docs/results.md)")
     ax.set_ylabel("projected seconds per request")
     ax.set_title("Where a request's time goes" + label)
@@ -177,6 +177,17 @@ def figures(res, figdir):
     plt.close(fig)
     made.append("paper-breakdown.png")
     return made
+
+
+def row_key(row):
+    """The row's number in the ablation (its --ablation-configs character)."""
+    name = row["configuration"].strip()
+    return "p" if name.startswith("(pipeline") else str(ABLATION_ORDER.index(name) + 1)
+
+
+ABLATION_ORDER = ["CPU", "+ prefix KV cache", "+ NPU offload", "+ swap-optimised memory runtime",
+                  "(windows of need, same schedule)", "+ multi-block speculative decoding",
+                  "(need + threshold 0.9)", "(mbsd + threshold 0.9)", "+ progressive revision"]
 
 
 def breakdown(row):
@@ -286,7 +297,7 @@ def write(paper_json, root):
     w("| rows | decisions from | problems |")
     w("|---|---|---|")
     w("| ablation 1-5, staircase | the schedule (one token per step; no model decides) | - |")
-    w("| ablation 6-9, dLLM vs AR (projected and measured) | tiny-llada-l, replayed "
+    w("| ablation 6-9 and p, dLLM vs AR (projected and measured) | tiny-llada-l, replayed "
       "(traces of 128 tokens in blocks of 32) | models/tasks/mix-1000-l.jsonl |")
     w("| the tiny twins at 32 tokens | tiny-llada-m and tiny-ar-m, measured | "
       "models/tasks/mix-1000.jsonl |")
@@ -296,7 +307,7 @@ def write(paper_json, root):
 
     # 1. Ablation.
     rows = res["ablation"]["rows"]
-    w("## 1. The published ablation (projected; rows 6-9 replayed)")
+    w("## 1. The published ablation (projected; rows 6-9 and p replayed)")
     w("")
     w(f"LLaDA-8B shape, random weights in llama-quantize's {weights(res)} mix, prompt 80, 128 "
       "tokens in blocks of 32, sm8750 (`sm8750-cpu` for row 1 and the CPU lane). Rows 6-9 "
@@ -305,14 +316,16 @@ def write(paper_json, root):
       "mix-1000-l). Row 8 accepts drafts at 0.7 (`--accept 0.7`). Row 9 is mbsd + threshold "
       "0.1 + revise (floor 0.1): a block commits per "
       "forward and the checks repair it, those left after the last block on the NPU "
-      "(`--revise-tail dense`). Rows without a published number are intermediate steps the "
-      "engine can separate.")
+      "(`--revise-tail dense`). Row p is the pipeline (later blocks commit ahead at threshold "
+      "0.9; `--pipeline-verify window`: the next forward checks every ahead commit, fed the "
+      "mask). Rows without a published number are intermediate steps the engine can "
+      "separate.")
     w("")
     w("| # | configuration | published s | ours s | published speedup | ours speedup | "
       "faster than the published row before it? |")
     w("|---|---|---|---|---|---|---|")
     prev = None
-    for i, r in enumerate(rows):
+    for r in rows:
         ours = r["projected_s"]
         better = "-"
         if r["published_s"] > 0:
@@ -320,7 +333,7 @@ def write(paper_json, root):
                 better = "yes" if ours < prev else "**no**"
             prev = ours
         label = "replayed" if r.get("replayed_from") else "projected"
-        w(f"| {i + 1} | {r['configuration'].strip()} | {fmt(r['published_s']) if r['published_s'] else '-'} | "
+        w(f"| {row_key(r)} | {r['configuration'].strip()} | {fmt(r['published_s']) if r['published_s'] else '-'} | "
           f"{fmt(ours)} ({label}) | {fmt(r['published_speedup']) + 'x' if r['published_s'] else '-'} | "
           f"{fmt(rows[0]['projected_s'] / ours)}x | {better} |")
     w("")
@@ -334,8 +347,9 @@ def write(paper_json, root):
       + ").")
     r7 = next((r for r in rows if r["configuration"].strip() == "(need + threshold 0.9)"), None)
     r8 = next((r for r in rows if r["configuration"].strip() == "(mbsd + threshold 0.9)"), None)
-    r9 = rows[-1]
-    if r7 and r8:
+    r9 = next((r for r in rows if r["configuration"].strip() == "+ progressive revision"), None)
+    rp = next((r for r in rows if r["configuration"].strip() == "(pipeline + threshold 0.9)"), None)
+    if r7 and r8 and r9:
         # Host accuracy of the three policies: on the long frontier's problems (section 2) when
         # the run has them, else on the traced problems.
         tl = res.get("tiny_long", {})
@@ -357,6 +371,13 @@ def write(paper_json, root):
           f"\"revision that pays\" (row 9 <= row 8, accuracy >= row 8's): "
           f"**{'met' if ok9 else 'not met'}** ({fmt(r9['projected_s'])} vs "
           f"{fmt(r8['projected_s'])} s, {acc['mbsd-rev']:.1f} % vs {acc['mbsd']:.1f} %).")
+        pipe = tl.get("pipeline (window checks)") or res["traces"].get("pipeline")
+        if rp and pipe:
+            w("")
+            w(f"Forwards cut across blocks (row p against row 8): {fmt(rp['projected_s'])} vs "
+              f"{fmt(r8['projected_s'])} s projected ({rp['projected_s'] / r8['projected_s']:.3f}x), "
+              f"{rp['nfe']:.2f} vs {r8['nfe']:.2f} forwards, {100 * pipe['accuracy']:.1f} % vs "
+              f"{acc['mbsd']:.1f} % on {on}.")
     w("")
     if not isinstance(made, str):
         w("![The ablation beside the published numbers](figures/paper-ablation.png)")
@@ -489,10 +510,10 @@ def write(paper_json, root):
     cats = ["matrix", "vector", "dma", "dispatch", "map_unmap", "copy", "stall"]
     w("| # | " + " | ".join(cats) + " | CPU lane |")
     w("|---|" + "---|" * (len(cats) + 1))
-    for i, r in enumerate(rows):
+    for r in rows:
         b = breakdown(r)
         lane = r["revision"]["projected_cpu_lane_s"] if "revision" in r else None
-        w(f"| {i + 1} | " + " | ".join(fmt(b.get(c, 0.0), 3) for c in cats) +
+        w(f"| {row_key(r)} | " + " | ".join(fmt(b.get(c, 0.0), 3) for c in cats) +
           f" | {fmt(lane, 3) if lane else '-'} |")
     w("")
     if not isinstance(made, str):
