@@ -43,6 +43,13 @@ bool parse_pipeline_verify(const std::string& name, PipelineVerify& out) {
     return false;
 }
 
+void use_trace_pipeline(const DecisionTrace& t, GenerateOptions& opt) {
+    if (t.pipeline.depth == 0) return;
+    opt.pipeline_depth = t.pipeline.depth;
+    opt.pipeline_start = t.pipeline.start;
+    parse_pipeline_verify(t.pipeline.verify, opt.pipeline_verify);
+}
+
 std::vector<int32_t> GenerateResult::generated() const {
     return std::vector<int32_t>(canvas.begin() + prompt_len, canvas.end());
 }

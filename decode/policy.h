@@ -41,6 +41,10 @@ enum class PipelineVerify { Mask, Shadow, Window };
 const char* pipeline_verify_name(PipelineVerify v);
 // "mask", "shadow" or "window"; false for any other name.
 bool parse_pipeline_verify(const std::string& name, PipelineVerify& out);
+struct GenerateOptions;
+// A pipeline trace's windows follow from the options it was recorded with: sets them in opt
+// (nothing for another trace).
+void use_trace_pipeline(const DecisionTrace& t, GenerateOptions& opt);
 const char* remasking_name(Remasking r);
 
 // Progressive revision (docs/step-engine.md, "Progressive revision"): committed tokens stay

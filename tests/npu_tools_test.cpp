@@ -1,6 +1,7 @@
 // The device flags of the tools: llada-cli on npu-sim, bad flags, and llada-bench's latency
 // table (projected_ms per row count, a staircase) and its projected ablation; llada-bench's
-// comparison with llama-bench (against a stand-in script: rounds, medians, errors).
+// comparison with llama-bench (against a stand-in script: rounds, medians, errors); replays of
+// decision traces, the pipeline's included.
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
@@ -164,6 +165,45 @@ TEST(NpuTools, BenchAblationReplaysADecisionTrace) {
     EXPECT_NE(bad.err.find("block 0 commits 9 positions, not its 8"), std::string::npos) << bad.err;
     fs::remove(sched);
     fs::remove(thr);
+}
+
+// Row p replays a pipeline trace (tiny-llada-m, whose first forward commits ahead): the same
+// forwards as the traced run, in --ablation and in --e2e, under the trace's own pipeline
+// options; a trace of another policy is refused for it.
+TEST(NpuTools, BenchReplaysAPipelineTrace) {
+    const fs::path tr = fs::temp_directory_path() / "llada_npu_tools_trace_pipe.jsonl";
+    const fs::path need = fs::temp_directory_path() / "llada_npu_tools_trace_pipe_need.jsonl";
+    const std::string tiny = (fs::path(LLADA_SOURCE_DIR) / "models" / "tiny-llada-m.gguf").string();
+    const std::string cli = bin("llada-cli") + " -m " + tiny +
+                            " -p \"6238+0032=\" --gen 32 --block 8 --no-early-stop --json"
+                            " --trace-out ";
+    Result c = run(cli + tr.string() + " --policy pipeline --pipeline-verify window");
+    ASSERT_EQ(c.status, 0) << c.err;
+    const json cj = json::parse(c.out);
+    Result cn = run(cli + need.string() + " --policy need --threshold 0.9");
+    ASSERT_EQ(cn.status, 0) << cn.err;
+    const std::string bench = bin("llada-bench") + " -m " + model() +
+                              " --no-sensitivity --timing-only --prompt-len 8 --gen 32"
+                              " --block 8 --json -t 1";
+    Result r = run(bench + " --ablation --ablation-configs p --replay-pipeline " + tr.string());
+    ASSERT_EQ(r.status, 0) << r.err;
+    const json rj = json::parse(r.out);
+    const auto& rows = rj["ablation"]["rows"];
+    ASSERT_EQ(rows.size(), 1u);
+    EXPECT_EQ(rows[0]["configuration"], "  (pipeline + threshold 0.9)");
+    EXPECT_LT(cj["nfe"].get<double>(), 32.0 / 8 * 2);  // it did pipeline: few forwards a block
+    EXPECT_DOUBLE_EQ(rows[0]["nfe"].get<double>(), cj["nfe"].get<double>());
+    Result e =
+        run(bench + " --e2e --policies pipeline --reps 1 --device npu-sim --replay " + tr.string());
+    ASSERT_EQ(e.status, 0) << e.err;
+    EXPECT_DOUBLE_EQ(json::parse(e.out)["e2e"][0]["nfe"].get<double>(), cj["nfe"].get<double>());
+    Result wrong =
+        run(bench + " --ablation --ablation-configs p --replay-pipeline " + need.string());
+    EXPECT_EQ(wrong.status, 1);
+    EXPECT_NE(wrong.err.find("was not recorded with --policy pipeline"), std::string::npos)
+        << wrong.err;
+    fs::remove(tr);
+    fs::remove(need);
 }
 
 // '+ progressive revision' replays a trace recorded with --revise: the NPU lane and the CPU lane

@@ -38,17 +38,22 @@ nlohmann::json trace_json(const decode::GenerateResult& r, const decode::Generat
         }
         steps.push_back(st);
     }
-    nlohmann::json j = {{"trace", "llada.cpp decision trace v1"},
-                        {"source", source},
-                        {"policy", policy},
-                        {"prompt_len", r.prompt_len},
-                        {"gen", opt.gen},
-                        {"block", opt.block},
-                        {"threshold", opt.threshold},
-                        {"factor", opt.factor},
-                        {"stopped_early", r.stopped_early},
-                        {"nfe", r.stats.forwards},
-                        {"steps", steps}};
+    nlohmann::json j = {
+        {"trace", "llada.cpp decision trace v1"},
+        {"source", source},
+        {"policy", policy},
+        {"prompt_len", r.prompt_len},
+        {"gen", opt.gen},
+        {"block", opt.block},
+        // The pipeline's current block always commits by a parallel rule (threshold 0.9
+        // unless given).
+        {"threshold", pipeline && opt.threshold == 0.0 && opt.factor == 0.0
+                          ? decode::kDefaultThreshold
+                          : opt.threshold},
+        {"factor", opt.factor},
+        {"stopped_early", r.stopped_early},
+        {"nfe", r.stats.forwards},
+        {"steps", steps}};
     if (pipeline) {
         j["pipeline"] = {{"depth", opt.pipeline_depth},
                          {"start", opt.pipeline_start},

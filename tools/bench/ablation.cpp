@@ -93,13 +93,7 @@ AblationRun run_ablation_row(const tools::LoadedModel& lm, const AblationRow& ro
         opt.revise.rows = traces.revise_rows;
         opt.revise.fresh_context = traces.revise_fresh;
         opt.revise.tail_dense = traces.revise_tail_dense;
-        if (index == 9) {
-            // The windows follow from the options the trace was recorded with.
-            const decode::TracePipeline& tp = replay->front().pipeline;
-            opt.pipeline_depth = tp.depth;
-            opt.pipeline_start = tp.start;
-            decode::parse_pipeline_verify(tp.verify, opt.pipeline_verify);
-        }
+        if (index == 9) decode::use_trace_pipeline(replay->front(), opt);
     }
     AblationRun r;
     r.requests = replay ? static_cast<int>(replay->size()) : 1;

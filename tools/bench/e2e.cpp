@@ -60,7 +60,10 @@ int e2e_mode(const Options& o, const LoadedModel& lm, runtime::Device& device,
                             ": revision decisions are not replayed in --e2e; --ablation's row 9 "
                             "replays them (--replay-revise)");
             }
-            if (replayed) opt.early_stop = 0;  // the trace decoded every block
+            if (replayed) {
+                opt.early_stop = 0;  // the trace decoded every block
+                decode::use_trace_pipeline(*trace, opt);
+            }
             if (name == "mbsd") {
                 // The host calibration of --lookahead auto, measured (or read) once before
                 // the timed runs, as llada-cli and llada-eval keep it in a file.
