@@ -61,25 +61,17 @@ class TraceDecisions : public DecisionSource {
   public:
     TraceDecisions(const DecisionTrace& trace, int n_blocks, int block_len, int32_t n_vocab,
                    int32_t mask)
-        : trace_(trace), n_blocks_(n_blocks), block_len_(block_len), V_(n_vocab), mask_(mask) {
-        // A pipeline trace replays at its own shape: each block's steps, in order.
-        first_.assign(static_cast<size_t>(trace.n_blocks()), -1);
-        count_.assign(static_cast<size_t>(trace.n_blocks()), 0);
-        for (size_t i = 0; i < trace.steps.size(); ++i) {
-            const int tb = trace.steps[i].block;
-            if (first_[tb] < 0) first_[tb] = static_cast<int>(i);
-            ++count_[tb];
-        }
-    }
+        : trace_(trace), n_blocks_(n_blocks), block_len_(block_len), V_(n_vocab), mask_(mask) {}
 
     void decide(BlockView& b, CommitPolicy& rule, const Speculation&, BlockActions& act) override {
         const int n = static_cast<int>(b.pos.size());
         auto token_of = [&](int r) { return committable(b.cand[r].token); };
         if (trace_.pipeline.depth > 0) {
-            // The trace's step k of this block, or none past its steps.
-            cur_ = nullptr;
-            if (b.block < static_cast<int>(count_.size()) && b.step_in_block < count_[b.block])
-                cur_ = &trace_.steps[static_cast<size_t>(first_[b.block] + b.step_in_block)];
+            // The trace's step k of this block (a pipeline trace replays at its own shape), or
+            // none past its steps.
+            const std::span<const TraceStep> steps = trace_.block_steps(b.block);
+            cur_ = b.step_in_block < static_cast<int>(steps.size()) ? &steps[b.step_in_block]
+                                                                    : nullptr;
             act.verify_ahead();
             int rest = cur_ != nullptr ? cur_->committed - cur_->ahead_committed() : n;
             for (int r = 0; r < n && rest > 0; ++r) {
@@ -87,7 +79,7 @@ class TraceDecisions : public DecisionSource {
                 if (b.state[p] != TokenState::Masked) continue;
                 int32_t t = token_of(r);
                 for (const auto& [q, old] : rejected_) {
-                    if (q == p && t == old) t = committable(t + 1);
+                    if (q == p && t == old) t = committable((t + 1) % V_);
                 }
                 act.commit(p, t, b.cand[r].confidence, false);
                 --rest;
@@ -148,13 +140,11 @@ class TraceDecisions : public DecisionSource {
                       std::vector<Candidate>& cand, std::vector<int>& chosen) override {
         chosen.clear();
         if (cur_ == nullptr) return;
-        std::vector<int> left(cur_->ahead.size());
-        for (size_t d = 0; d < left.size(); ++d)
-            left[d] = cur_->ahead[d].committed;
+        left_ = cur_->ahead;
         for (size_t i = 0; i < pos.size(); ++i) {
             const auto d = static_cast<size_t>(offset[i]);
-            if (d == 0 || d >= left.size() || left[d] == 0) continue;
-            --left[d];
+            if (d == 0 || d >= left_.size() || left_[d].committed == 0) continue;
+            --left_[d].committed;
             cand[i].token = committable(cand[i].token);
             chosen.push_back(static_cast<int>(i));
         }
@@ -163,16 +153,14 @@ class TraceDecisions : public DecisionSource {
   private:
     // The predicted token, or a committable placeholder on a timing-only device.
     int32_t committable(int32_t t) const {
-        if (t >= V_) t %= V_;
-        return t >= 0 && t != mask_ ? t : (mask_ + 1) % V_;
+        return t >= 0 && t < V_ && t != mask_ ? t : (mask_ + 1) % V_;
     }
 
     const DecisionTrace& trace_;
     int n_blocks_, block_len_;
     int32_t V_, mask_;
-    // pipeline: each trace block's steps, the step being replayed, what is left of its
-    // verdicts, and the positions it rejected with their tokens.
-    std::vector<int> first_, count_;
+    // pipeline: the step being replayed, what is left of its counts, and the positions it
+    // rejected with their tokens.
     const TraceStep* cur_ = nullptr;
     std::vector<AheadCounts> left_;
     std::vector<std::pair<int32_t, int32_t>> rejected_;

@@ -10,27 +10,22 @@ bool replay_decision(const DecisionTrace& t, int n_blocks, int block_len, int b,
                      int drafts_present, int committed_so_far, ReplayDecision& out) {
     out = {};
     const int tb = std::min(t.n_blocks() - 1, b * t.n_blocks() / std::max(1, n_blocks));
-    // The trace block's steps, in order.
-    int first = -1, count = 0;
-    for (size_t i = 0; i < t.steps.size(); ++i) {
-        if (t.steps[i].block != tb) continue;
-        if (first < 0) first = static_cast<int>(i);
-        ++count;
-    }
-    if (first < 0 || k >= count) {
+    const std::span<const TraceStep> steps = t.block_steps(tb);
+    const int count = static_cast<int>(steps.size());
+    if (k >= count) {
         out.commit = block_len - committed_so_far;
         return false;
     }
     const double scale = static_cast<double>(block_len) / t.block;
     int cum = 0;
     for (int j = 0; j <= k; ++j)
-        cum += t.steps[first + j].committed;
+        cum += steps[j].committed;
     // Cumulative rounding: the block's total is exact, steps differ by at most one.
     int target = static_cast<int>(std::lround(scale * cum));
     if (k == count - 1) target = std::max(target, block_len);  // the trace's block ended here
     target = std::min(target, block_len);
     out.commit = std::max(1, target - committed_so_far);  // a step commits at least one
-    const TraceStep& s = t.steps[first + k];
+    const TraceStep& s = steps[k];
     if (s.drafts_present > 0 && drafts_present > 0) {
         const double frac = static_cast<double>(s.accepted) / s.drafts_present;
         out.accept_share = static_cast<int>(std::lround(frac * drafts_present));
@@ -42,6 +37,13 @@ bool replay_decision(const DecisionTrace& t, int n_blocks, int block_len, int b,
     }
     out.commit = std::min(out.commit, block_len - committed_so_far);
     return true;
+}
+
+std::span<const TraceStep> DecisionTrace::block_steps(int b) const {
+    const auto in_b = [b](const TraceStep& s) { return s.block == b; };
+    const auto first = std::find_if(steps.begin(), steps.end(), in_b);
+    const auto last = std::find_if_not(first, steps.end(), in_b);
+    return {first, last};
 }
 
 int TraceStep::ahead_committed() const {

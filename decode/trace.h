@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,8 @@ struct DecisionTrace {
     // Revisions (replacements and remasks) per check over the whole trace (0 without checks).
     double revision_rate() const;
     int blocks_decoded() const { return steps.empty() ? 0 : steps.back().block + 1; }
+    // Block b's steps, in order (steps are in block order; empty if b took none).
+    std::span<const TraceStep> block_steps(int b) const;
 };
 
 // What a replayed step decides on a canvas of `block` positions per block: how many positions it

@@ -38,22 +38,21 @@ nlohmann::json trace_json(const decode::GenerateResult& r, const decode::Generat
         }
         steps.push_back(st);
     }
-    nlohmann::json j = {
-        {"trace", "llada.cpp decision trace v1"},
-        {"source", source},
-        {"policy", policy},
-        {"prompt_len", r.prompt_len},
-        {"gen", opt.gen},
-        {"block", opt.block},
-        // The pipeline's current block always commits by a parallel rule (threshold 0.9
-        // unless given).
-        {"threshold", pipeline && opt.threshold == 0.0 && opt.factor == 0.0
-                          ? decode::kDefaultThreshold
-                          : opt.threshold},
-        {"factor", opt.factor},
-        {"stopped_early", r.stopped_early},
-        {"nfe", r.stats.forwards},
-        {"steps", steps}};
+    nlohmann::json j = {{"trace", "llada.cpp decision trace v1"},
+                        {"source", source},
+                        {"policy", policy},
+                        {"prompt_len", r.prompt_len},
+                        {"gen", opt.gen},
+                        {"block", opt.block},
+                        // The pipeline's current block always commits by a parallel rule (threshold
+                        // 0.9 unless given).
+                        {"threshold", pipeline && opt.threshold == 0.0 && opt.factor == 0.0
+                                          ? decode::kDefaultThreshold
+                                          : opt.threshold},
+                        {"factor", opt.factor},
+                        {"stopped_early", r.stopped_early},
+                        {"nfe", r.stats.forwards},
+                        {"steps", steps}};
     if (pipeline) {
         j["pipeline"] = {{"depth", opt.pipeline_depth},
                          {"start", opt.pipeline_start},
@@ -114,10 +113,11 @@ decode::DecisionTrace trace_from_json(const nlohmann::json& j) {
                 "decision trace: 'pipeline' needs depth >= 1, start in [0, 1] and verify "
                 "mask, shadow or window");
     }
-    const size_t n_fields = t.pipeline.depth > 0 ? 14 : 13;
     for (const auto& s : j["steps"]) {
-        if (!s.is_array() || (s.size() != 10 && s.size() != 13 && s.size() != n_fields) ||
-            (t.pipeline.depth > 0 && s.size() != n_fields))
+        const bool sized =
+            s.is_array() &&
+            (t.pipeline.depth > 0 ? s.size() == 14 : s.size() == 10 || s.size() == 13);
+        if (!sized)
             throw Error(t.pipeline.depth > 0
                             ? "decision trace: a pipeline step is not 13 numbers and the blocks' "
                               "ahead counts"
