@@ -368,6 +368,11 @@ TEST(Server, ChatUsesTheFilesFormatAndAModelWithoutOneSays400) {
         EXPECT_NE(err({{{"role", "user"}, {"content", {{{"type", "image_url"}}}}}})
                       .find("only text is supported"),
                   std::string::npos);
+        // A part whose "type" is not a string is the same 400, not a type error (the fuzzer's
+        // fuzz/regressions/request/content-part-type-number.json).
+        EXPECT_NE(err({{{"role", "user"}, {"content", {{{"type", 0}, {"text", "t"}}}}}})
+                      .find("only text is supported"),
+                  std::string::npos);
         EXPECT_NE(err({{{"role", "wizard"}, {"content", "x"}}}).find("role 'wizard'"),
                   std::string::npos);
     }

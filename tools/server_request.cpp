@@ -26,7 +26,9 @@ std::vector<tokenizer::ChatMessage> parse_messages(const json& body) {
             cm.content = c;
         } else if (c.is_array()) {
             for (const auto& part : c) {
-                if (!part.is_object() || part.value("type", "") != "text" ||
+                // (Each member's type is checked before it is read: value() would throw a type
+                // error on a non-string "type".)
+                if (!part.is_object() || !part.contains("type") || part["type"] != "text" ||
                     !part.contains("text") || !part["text"].is_string())
                     throw Error("'" + at +
                                 ".content' parts must be {\"type\": \"text\", "
