@@ -32,11 +32,32 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         format::GgufWriter w;
         w.set_string("general.architecture", "llada");
         // Vocabularies past a million ids are refused here: the fuzzer would spend its time
-        // allocating them, and the loader's own limits are tested elsewhere.
+        // allocating them, and the loader's own limits are tested elsewhere. Without a
+        // vocab_size the largest id sets the table's size, so an id past a million is too (ids
+        // from 2^24 on the loader refuses before allocating: those go through).
         const auto& cfg = dir->config();
         if (cfg.contains("vocab_size") && cfg["vocab_size"].is_number_integer() &&
             cfg["vocab_size"].get<int64_t>() > (1 << 20))
             return 0;
+        const auto huge = [](const nlohmann::json& id) {
+            return id.is_number_integer() && id.get<int64_t>() > (1 << 20) &&
+                   id.get<int64_t>() < (1 << 24);
+        };
+        const auto& tj = dir->tokenizer();
+        if (tj.is_object()) {
+            if (const auto a = tj.find("added_tokens"); a != tj.end() && a->is_array()) {
+                for (const auto& t : *a) {
+                    if (t.is_object() && t.contains("id") && huge(t["id"])) return 0;
+                }
+            }
+            if (const auto m = tj.find("model"); m != tj.end() && m->is_object()) {
+                if (const auto v = m->find("vocab"); v != m->end() && v->is_object()) {
+                    for (const auto& e : v->items()) {
+                        if (huge(e.value())) return 0;
+                    }
+                }
+            }
+        }
         tokenizer::hf_tokenizer_to_gguf(
             *dir,
             cfg.contains("vocab_size") && cfg["vocab_size"].is_number_integer()
