@@ -197,6 +197,29 @@ TEST(NpuTools, BenchReplaysAPipelineTrace) {
         run(bench + " --e2e --policies pipeline --reps 1 --device npu-sim --replay " + tr.string());
     ASSERT_EQ(e.status, 0) << e.err;
     EXPECT_DOUBLE_EQ(json::parse(e.out)["e2e"][0]["nfe"].get<double>(), cj["nfe"].get<double>());
+    // A sample of traces runs each of them and reports the mean (the pipeline commits by a
+    // threshold, so every trace is a request of its own).
+    const fs::path two = fs::temp_directory_path() / "llada_npu_tools_trace_pipe2.jsonl";
+    const fs::path other = fs::temp_directory_path() / "llada_npu_tools_trace_pipe_o.jsonl";
+    Result c2 = run(bin("llada-cli") + " -m " + tiny +
+                    " -p \"sort 39 48 68 42:\" --gen 32 --block 8 --no-early-stop --json"
+                    " --policy pipeline --pipeline-verify window --trace-out " +
+                    other.string());
+    ASSERT_EQ(c2.status, 0) << c2.err;
+    {
+        std::ofstream out(two);
+        std::ifstream a(tr), b(other);
+        out << a.rdbuf() << b.rdbuf();
+    }
+    Result e2 = run(bench + " --e2e --policies pipeline --reps 1 --device npu-sim --replay " +
+                    two.string() + " --replay-sample 2");
+    ASSERT_EQ(e2.status, 0) << e2.err;
+    const json r2 = json::parse(e2.out)["e2e"][0];
+    EXPECT_EQ(r2["requests"].get<int>(), 2);
+    EXPECT_DOUBLE_EQ(r2["nfe"].get<double>(),
+                     (cj["nfe"].get<double>() + json::parse(c2.out)["nfe"].get<double>()) / 2);
+    fs::remove(two);
+    fs::remove(other);
     Result wrong =
         run(bench + " --ablation --ablation-configs p --replay-pipeline " + need.string());
     EXPECT_EQ(wrong.status, 1);

@@ -76,8 +76,9 @@ int e2e_mode(const Options& o, const LoadedModel& lm, runtime::Device& device,
                 decode::lookahead_cost(cal, opt, L, L);
             }
             // A replay runs every trace of the sample (--replay-sample) and reports means.
-            // (Schedule policies other than mbsd take nothing from a trace: run once.)
-            const bool data_dependent = opt.threshold > 0 || name == "mbsd";
+            // (Schedule policies other than mbsd take nothing from a trace: run once. The
+            // pipeline commits by a threshold, 0.9 unless given.)
+            const bool data_dependent = opt.threshold > 0 || name == "mbsd" || name == "pipeline";
             const size_t n_req = replayed && data_dependent ? traces.mbsd.size() : 1;
             dev->reset_report();
             double wall = 0;
