@@ -35,7 +35,8 @@ int e2e_mode(const Options& o, const LoadedModel& lm, runtime::Device& device,
             // NAME[+threshold][+revise]
             const auto parts = split(spec, '+');
             const std::string name = parts.empty() ? spec : parts[0];
-            if (name == "threshold") opt.threshold = o.tau;
+            // The policies whose rule is a threshold take --threshold's tau without +threshold.
+            if (name == "threshold" || name == "pipeline") opt.threshold = o.tau;
             for (size_t i = 1; i < parts.size(); ++i) {
                 if (parts[i] == "threshold") {
                     opt.threshold = o.tau;
@@ -76,9 +77,8 @@ int e2e_mode(const Options& o, const LoadedModel& lm, runtime::Device& device,
                 decode::lookahead_cost(cal, opt, L, L);
             }
             // A replay runs every trace of the sample (--replay-sample) and reports means.
-            // (Schedule policies other than mbsd take nothing from a trace: run once. The
-            // pipeline commits by a threshold, 0.9 unless given.)
-            const bool data_dependent = opt.threshold > 0 || name == "mbsd" || name == "pipeline";
+            // (Schedule policies other than mbsd take nothing from a trace: run once.)
+            const bool data_dependent = opt.threshold > 0 || name == "mbsd";
             const size_t n_req = replayed && data_dependent ? traces.mbsd.size() : 1;
             dev->reset_report();
             double wall = 0;
