@@ -29,13 +29,14 @@ import vocab  # noqa: E402
 from eval import run_ar, run_llada, score_outputs  # noqa: E402
 from model import load_gguf  # noqa: E402
 
-MODELS = ["tiny-llada-s", "tiny-llada-m", "tiny-ar-s", "tiny-ar-m", "tiny-llada-l", "tiny-ar-l"]
+MODELS = ["tiny-llada-s", "tiny-llada-m", "tiny-ar-s", "tiny-ar-m", "tiny-llada-l", "tiny-ar-l",
+          "tiny-llada-lc"]
 OUT = os.path.join(ROOT, "tests", "data", "models")
 
 
 def setting_of(name):
     """(smoke slice, setting): the long suite's models at their 128 tokens in blocks of 32."""
-    if name.endswith("-l"):
+    if name.endswith("-l") or name.endswith("-lc"):
         return (os.path.join(ROOT, "models", "tasks", "smoke-50-l.jsonl"),
                 {"gen": tasks.GEN_LENGTH_L, "steps": tasks.GEN_LENGTH_L, "block": tasks.BLOCK_LENGTH_L})
     return (os.path.join(ROOT, "models", "tasks", "smoke-50.jsonl"),
