@@ -22,6 +22,8 @@ class CommitPolicy {
                  int steps_per_block, int max_candidates);
 
     CommitRule rule() const { return rule_; }
+    // The threshold rule's bar from now on (self-checks lower it for the blocks they check).
+    void set_threshold(double threshold) { threshold_ = threshold; }
     // A block starts with `masked` positions to decode: its schedule.
     void start_block(int masked);
     // What the schedule commits at step `i` of the block (one per step past the schedule).

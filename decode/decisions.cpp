@@ -51,6 +51,17 @@ class ModelDecisions : public DecisionSource {
         pipe.choose_ahead(pos, cand, chosen);
     }
 
+    void judge_self_checks(std::span<const int32_t> pos, std::span<const int32_t> token,
+                           std::vector<Candidate>& cand, double accept, int32_t mask,
+                           std::vector<int>& replace) override {
+        replace.clear();
+        for (size_t i = 0; i < pos.size(); ++i) {
+            const Candidate& c = cand[i];
+            if (c.token != token[i] && c.token != mask && c.confidence >= accept)
+                replace.push_back(static_cast<int>(i));
+        }
+    }
+
   private:
     bool pipeline_, exact_reference_;
     int limit_;
@@ -86,6 +97,9 @@ class TraceDecisions : public DecisionSource {
             }
             return;
         }
+        // The traced step's self-check replacements.
+        const TraceStep* traced = replay_step(trace_, n_blocks_, b.block, b.step_in_block);
+        revised_ = traced != nullptr ? traced->revised : 0;
         int drafts = 0;
         for (int r = 0; r < n; ++r)
             drafts += b.state[b.pos[r]] == TokenState::Draft;
@@ -150,6 +164,19 @@ class TraceDecisions : public DecisionSource {
         }
     }
 
+    void judge_self_checks(std::span<const int32_t> pos, std::span<const int32_t> token,
+                           std::vector<Candidate>& cand, double, int32_t,
+                           std::vector<int>& replace) override {
+        replace.clear();
+        for (size_t i = 0; i < pos.size() && static_cast<int>(i) < revised_; ++i) {
+            int32_t t = committable(cand[i].token);
+            if (t == token[i]) t = committable((t + 1) % V_);
+            if (t == token[i]) continue;  // a vocabulary of the mask and one token
+            cand[i].token = t;
+            replace.push_back(static_cast<int>(i));
+        }
+    }
+
   private:
     // The predicted token, or a committable placeholder on a timing-only device.
     int32_t committable(int32_t t) const {
@@ -163,6 +190,7 @@ class TraceDecisions : public DecisionSource {
     // rejected with their tokens.
     const TraceStep* cur_ = nullptr;
     std::vector<AheadCounts> left_;
+    int revised_ = 0;  // self-checks: the traced step's replacements
     std::vector<std::pair<int32_t, int32_t>> rejected_;
 };
 

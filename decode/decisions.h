@@ -62,6 +62,13 @@ class DecisionSource {
     virtual void choose_ahead(Pipeline& pipe, std::span<const int32_t> pos,
                               std::span<const int32_t> offset, std::vector<Candidate>& cand,
                               std::vector<int>& chosen) = 0;
+    // Self-checks: which of this step's checks (`pos` ascending, `token` the committed token,
+    // `cand` the refresh row's argmax) replace their token with cand's, after decide(). The
+    // model's rule: another token than the committed one and the mask, with confidence >=
+    // `accept`. Writes indexes into pos.
+    virtual void judge_self_checks(std::span<const int32_t> pos, std::span<const int32_t> token,
+                                   std::vector<Candidate>& cand, double accept, int32_t mask,
+                                   std::vector<int>& replace) = 0;
 };
 
 // The model decides: a draft is accepted when its re-prediction is the same token at --accept,
@@ -78,7 +85,8 @@ std::unique_ptr<DecisionSource> make_model_decisions(bool pipeline, bool exact_r
 // trace's steps of a block, the block commits what is left and keeps every check. The replay
 // repeats the traced steps' rows exactly when --pipeline-accept <= the threshold: a rejected
 // token is then never committed again as itself in the same step (its K/V would still be in
-// its slot), so a replayed one is given another token.
+// its slot), so a replayed one is given another token. Self-checks: a replayed step replaces as
+// many tokens as the traced step revised, the leftmost checks, each with another token.
 std::unique_ptr<DecisionSource> make_trace_decisions(const DecisionTrace& trace, int n_blocks,
                                                      int block_len, int32_t n_vocab, int32_t mask);
 

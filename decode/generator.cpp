@@ -75,6 +75,40 @@ void check_revise_options(const std::string& name, const GenerateOptions& opt) {
     if (r.rows < -1) throw Error("--revise-rows must be 'auto' or a row count >= 0");
 }
 
+void check_self_check_options(const DiffusionConfig& c, const GenerateOptions& opt) {
+    const SelfCheckOptions& sc = opt.self_check;
+    if (c.window != WindowMode::Need || c.pipeline) {
+        throw Error(
+            "--self-check applies to --policy need and mbsd (their rows recompute a "
+            "committed token's K/V once, in the next forward), not " +
+            std::string(c.name));
+    }
+    if (c.rule != CommitRule::Threshold) {
+        throw Error(
+            "--self-check lowers the threshold rule's bar for the blocks it checks; "
+            "give --threshold");
+    }
+    if (opt.revise.on) {
+        throw Error(
+            "--self-check and --revise are two ways to re-check committed tokens; give "
+            "one");
+    }
+    if (opt.cfg > 0.0 || opt.temperature > 0.0) {
+        throw Error(
+            "--self-check judges the argmax of one sequence: it cannot be combined with "
+            "--cfg or a temperature above 0");
+    }
+    if (!(sc.accept > 0.0 && sc.accept <= 1.0)) {
+        throw Error("--self-check-accept must be in (0, 1], got " + number_str(sc.accept));
+    }
+    if (!(sc.below > 0.0 && sc.below <= 1.0)) {
+        throw Error("--self-check-below must be in (0, 1], got " + number_str(sc.below));
+    }
+    if (sc.threshold >= 0.0 && !(sc.threshold > 0.0 && sc.threshold <= 1.0)) {
+        throw Error("--self-check-threshold must be in (0, 1], got " + number_str(sc.threshold));
+    }
+}
+
 }  // namespace
 
 DiffusionConfig configure_diffusion(const std::string& name, const GenerateOptions& opt) {
@@ -153,6 +187,7 @@ DiffusionConfig configure_diffusion(const std::string& name, const GenerateOptio
     }
     if (opt.early_stop >= 0) c.early_stop = opt.early_stop != 0;
     if (opt.revise.on) check_revise_options(name, opt);
+    if (opt.self_check.on) check_self_check_options(c, opt);
     return c;
 }
 
@@ -192,6 +227,11 @@ Generator::Generator(const model::Model& model, const GenerateOptions& opt, cons
     // Shifted logits (Dream): position p is decided from row p - 1. Every window below then
     // holds the row before each position it predicts.
     shift_ = model_.hparams().shift_logits ? 1 : 0;
+    if (shift_ && opt_.self_check.on) {
+        throw Error("--self-check is not available for a model with shifted logits (" +
+                    model_.hparams().arch + "): row p decides position p + 1, so the row that " +
+                    "refreshes a token's K/V does not predict it");
+    }
     if (shift_ && opt_.revise.on) {
         throw Error("--revise is not available for a model with shifted logits (" +
                     model_.hparams().arch +
@@ -246,6 +286,10 @@ Generator::Generator(const model::Model& model, const GenerateOptions& opt, cons
     later_cand_.reserve(L_);
     check_tok_.reserve(L_);
     check_cand_.reserve(L_);
+    checks_.reserve(L_);
+    check_due_.assign(static_cast<size_t>(L_), 0);
+    main_preds_.reserve(rows);
+    check_preds_.reserve(L_);
     verdicts_.reserve(L_);
     chosen_.reserve(L_);
     committed_.reserve(L_);
@@ -290,6 +334,13 @@ void Generator::check_replay(const DecisionTrace& t) const {
                               t.policy + "'s"
                         : "a pipeline trace replays only under --policy pipeline, not " +
                               std::string(cfg_.name));
+    }
+    if (t.self_check != opt_.self_check.on) {
+        throw Error(t.self_check ? "a trace recorded with --self-check replays with --self-check "
+                                   "(its steps' checks are the refresh rows')"
+                                 : "--self-check replays a trace recorded with --self-check; "
+                                   "this one is " +
+                                       t.policy + "'s without it");
     }
     if (!cfg_.pipeline) return;
     // Its windows follow from the pipeline's options and its blocks map one to one.
@@ -396,6 +447,11 @@ void Generator::commit_ahead(StepInfo& info) {
 
 void Generator::start_block() {
     rule_.start_block(block_masked());
+    // Self-checks: a block that a later forward refreshes (and so checks) commits at the lower
+    // bar; the last block at --threshold.
+    if (opt_.self_check.on && opt_.self_check.threshold > 0.0) {
+        rule_.set_threshold(block_ + 1 < n_blocks_ ? opt_.self_check.threshold : opt_.threshold);
+    }
 }
 
 void Generator::finish_block() {
@@ -410,9 +466,14 @@ void Generator::finish_block() {
     // Once a finished block holds an end-of-text token, the answer is decided: later blocks
     // cannot change anything before it.
     if (cfg_.early_stop && block_masked() == 0) {
-        bool ended = false;
-        for (int p = P_; p < b1 && !ended; ++p)
+        // Self-checks: not while a token up to the end is still due a check (the next block's
+        // forward checks it).
+        bool ended = false, due = false;
+        for (int p = P_; p < b1 && !ended; ++p) {
+            due = due || (opt_.self_check.on && check_due_[p] != 0);
             ended = x[p] == ids_.eos || x[p] == ids_.eot;
+        }
+        ended = ended && !due;
         if (ended && b1 < L_) {
             const int32_t fill = ids_.eos >= 0 ? ids_.eos : ids_.eot;
             for (int p = b1; p < L_; ++p) {
@@ -432,6 +493,7 @@ const StepRequest& Generator::plan_step() {
     need_.clear();
     look_.clear();
     stale_.clear();
+    checks_.clear();
     n_cur_ = 0;
     // T > 0 samples in the fused head too (Gumbel-max over the counter generator's draws), unless
     // the noise is a replayed stream the head cannot read.
@@ -524,6 +586,19 @@ void Generator::plan_need() {
     int n_stale = 0;
     for (int p = 0; p < L_ && !first; ++p)
         n_stale += stale_at(p);
+    // Self-checks: the stale rows whose tokens are due a check (a replay: as many as the traced
+    // step checked, the leftmost).
+    int replay_checks = 0;
+    if (opt_.self_check.on && opt_.replay != nullptr) {
+        const TraceStep* t = replay_step(*opt_.replay, n_blocks_, block_, step_in_block_);
+        replay_checks = t != nullptr ? t->checks : 0;
+    }
+    auto check_at = [&](int p) {
+        if (opt_.replay == nullptr) return check_due_[p] != 0;
+        if (replay_checks == 0) return false;
+        --replay_checks;
+        return true;
+    };
     if (cfg_.speculate) {
         const int last_commits =
             step_in_block_ > 0 && !res_.steps.empty() ? res_.steps.back().committed : -1;
@@ -569,7 +644,10 @@ void Generator::plan_need() {
             // speculation would have there. Fed its draft token, it writes its own slot, so
             // that the rows around it see the draft.
             const bool writes = !future || first;
-            req_.rows.push_back({tok, p, s, writes ? p : -1, -1, is_need || is_look});
+            // Self-checks: a row refreshing a committed token's K/V also predicts it.
+            const bool check = opt_.self_check.on && stale && !first && s == 0 && check_at(p);
+            if (check) checks_.push_back(p);
+            req_.rows.push_back({tok, p, s, writes ? p : -1, -1, is_need || is_look || check});
         }
     }
 }
@@ -630,6 +708,66 @@ void Generator::predict(std::span<const RowPrediction> preds, int n_pred) {
     }
 }
 
+std::span<const RowPrediction> Generator::split_self_checks(std::span<const RowPrediction> preds) {
+    // The predicted rows are in row order: the checks (stale_) interleave with the block's and
+    // the lookahead's rows by position.
+    main_preds_.clear();
+    check_preds_.clear();
+    size_t r = 0, c = 0;
+    for (const RowRequest& row : req_.rows) {
+        if (!row.predict) continue;
+        const bool check = c < checks_.size() && checks_[c] == row.pos;
+        (check ? check_preds_ : main_preds_).push_back(preds[r++]);
+        c += check;
+    }
+    assert(r == preds.size() && c == checks_.size());
+    return main_preds_;
+}
+
+void Generator::self_check(StepInfo& info) {
+    const int64_t V = model_.hparams().n_vocab;
+    const auto& x = res_.canvas;
+    check_tok_.clear();
+    check_cand_.clear();
+    for (size_t i = 0; i < checks_.size(); ++i) {
+        const RowPrediction& pr = check_preds_[i];
+        Candidate c;
+        if (pr.stats != nullptr && !req_.need_logits) {
+            check_finite_logit(pr.stats->token < 0 ? NAN : pr.stats->max, checks_[i]);
+            c = {pr.stats->token, kernels::row_confidence(*pr.stats)};
+        } else {
+            c = pick_candidate(pr.logits, V, 0.0, *noise_, 0);
+            check_finite_logit(pr.logits[c.token], checks_[i]);
+            c.confidence = softmax_prob(pr.logits, V, c.token);
+        }
+        check_tok_.push_back(x[checks_[i]]);
+        check_cand_.push_back(c);
+    }
+    decisions_->judge_self_checks(checks_, check_tok_, check_cand_, opt_.self_check.accept,
+                                  ids_.mask, chosen_);
+    info.checks = static_cast<int>(checks_.size());
+    info.revised = static_cast<int>(chosen_.size());
+    res_.revision.checks += info.checks;
+    res_.revision.revisions += info.revised;
+    for (int p : checks_)
+        check_due_[p] = 0;
+    for (int i : chosen_) {
+        const int p = checks_[static_cast<size_t>(i)];
+        const int32_t to = check_cand_[static_cast<size_t>(i)].token;
+        check_spellable(ids_, to, p);
+        res_.revision_events.push_back({p, res_.canvas[p], to, global_step_});
+        // The slot keeps the old token's K/V: the next forward recomputes them and checks the
+        // new token.
+        res_.canvas[p] = to;
+        check_due_[p] = 1;
+    }
+    // This step's commits were decided beside the replaced tokens: each is checked in turn.
+    if (!chosen_.empty()) {
+        for (int p : committed_)
+            check_due_[p] = 1;
+    }
+}
+
 void Generator::commit(int p, int32_t tok) {
     assert(state_[p] != TokenState::Stable);
     check_spellable(ids_, tok, p);
@@ -666,6 +804,11 @@ struct Generator::Actions final : BlockActions {
     }
     void commit(int p, int32_t token, float confidence, bool counted) override {
         g.commit(p, token);
+        // Self-checks: a token committed below --self-check-below is due a check.
+        if (g.opt_.self_check.on) {
+            const double below = g.opt_.self_check.below;
+            g.check_due_[p] = below >= 1.0 || confidence < below;
+        }
         if (!counted) return;
         g.res_.confidence_sum += confidence;
         ++g.res_.confidence_n;
@@ -679,7 +822,10 @@ void Generator::apply(std::span<const RowPrediction> preds,
     assert(!done_);
     const int n_need = static_cast<int>(need_.size());
     const int n_pred = n_need + static_cast<int>(look_.size());
-    assert(static_cast<int>(preds.size()) == n_pred * n_seq());
+    const int n_checks = static_cast<int>(checks_.size());
+    assert(static_cast<int>(preds.size()) == n_pred * n_seq() + n_checks);
+    const auto lm_head_rows = static_cast<int64_t>(preds.size());
+    if (n_checks > 0) preds = split_self_checks(preds);
     assert(static_cast<int>(cpu_preds.size()) == (opt_.revise.on ? rev_.checks() : 0));
     StepInfo info;
     info.step = global_step_;
@@ -713,6 +859,7 @@ void Generator::apply(std::span<const RowPrediction> preds,
         Actions act(*this, info);
         decisions_->decide(view, rule_, spec_, act);
         if (cfg_.pipeline) commit_ahead(info);
+        if (n_checks > 0) self_check(info);
         info.drafts_proposed += spec_.propose_all(look_, look_cand_, state_);
         spec_.stepped(static_cast<int>(committed_.size()), step_in_block_ == 0);
     }
@@ -744,7 +891,7 @@ void Generator::apply(std::span<const RowPrediction> preds,
         }
     }
     info.rows_device = info.rows;
-    info.lm_head_rows = static_cast<int64_t>(preds.size());
+    info.lm_head_rows = lm_head_rows;
     res_.rows_device += info.rows;
     // --revise-tail dense: a step past the last block is a forward of the dense device too.
     const bool tail_forward = !req_.dense && opt_.revise.tail_dense && !req_.cpu_rows.empty();

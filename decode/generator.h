@@ -96,6 +96,10 @@ class Generator : public Stepper {
     void plan_need();
     void predict(std::span<const RowPrediction> preds, int n_need);
     void commit(int p, int32_t tok);
+    // Self-checks: the check rows' predictions apart from the block's and lookahead's (returns
+    // the latter), then the verdicts on them carried out.
+    std::span<const RowPrediction> split_self_checks(std::span<const RowPrediction> preds);
+    void self_check(StepInfo& info);
     // A draft of the block that has just become current: committed (its draft token) or masked.
     void resolve_draft(int p, bool accept, bool early, StepInfo& info);
     struct Actions;  // what a decision source's word does (decode/decisions.h)
@@ -147,6 +151,12 @@ class Generator : public Stepper {
     std::vector<int32_t> check_pos_, check_off_, check_tok_;
     std::vector<Candidate> check_cand_;
     std::vector<Pipeline::Verdict> verdicts_;
+    // Self-checks: the positions whose token is due a check (committed below --threshold, or
+    // beside a token a check replaced, or replaced), this step's checks (stale rows that
+    // predict), and this step's predictions of the block and lookahead rows and of the checks.
+    std::vector<uint8_t> check_due_;
+    std::vector<int32_t> checks_;
+    std::vector<RowPrediction> main_preds_, check_preds_;
     std::vector<float> guided_;
     std::vector<int> chosen_;
     std::vector<int32_t> committed_;

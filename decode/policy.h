@@ -84,6 +84,23 @@ struct ReviseOptions {
     bool tail_dense = false;
 };
 
+// Self-checks (need, mbsd; docs/step-engine.md, "Self-checks"): the row that recomputes a
+// committed token's K/V (once, in the next forward) also predicts its position when the token
+// is due a check: committed with confidence below `below` (1: every token), replaced, or committed
+// in the step a check replaced another token. A prediction of another token with probability >=
+// `accept` replaces the token; its K/V are then recomputed, and the new token checked, in the
+// forward after. A check costs an LM-head row and no forward row, but it means something only
+// for a model trained to judge the token it is fed (tiny-llada-lc, train/finetune_check.py):
+// LLaDA's loss is on masked positions only. Blocks whose tokens a later forward refreshes
+// (every block but the last) commit at `threshold`, lower than the last block's --threshold:
+// the checks recover its losses.
+struct SelfCheckOptions {
+    bool on = false;
+    double accept = 0.75;
+    double below = 0.99;
+    double threshold = -1.0;  // < 0: --threshold
+};
+
 // Special token ids a policy needs.
 struct TokenIds {
     int32_t mask = -1;
@@ -168,6 +185,7 @@ struct GenerateOptions {
     // rules. Predictions only supply the tokens (any non-mask token on a timing-only device).
     const DecisionTrace* replay = nullptr;
     ReviseOptions revise;
+    SelfCheckOptions self_check;
     DreamOptions dream;
 };
 

@@ -39,6 +39,12 @@ bool replay_decision(const DecisionTrace& t, int n_blocks, int block_len, int b,
     return true;
 }
 
+const TraceStep* replay_step(const DecisionTrace& t, int n_blocks, int b, int k) {
+    const int tb = std::min(t.n_blocks() - 1, b * t.n_blocks() / std::max(1, n_blocks));
+    const std::span<const TraceStep> steps = t.block_steps(tb);
+    return k < static_cast<int>(steps.size()) ? &steps[static_cast<size_t>(k)] : nullptr;
+}
+
 std::span<const TraceStep> DecisionTrace::block_steps(int b) const {
     const auto in_b = [b](const TraceStep& s) { return s.block == b; };
     const auto first = std::find_if(steps.begin(), steps.end(), in_b);

@@ -51,6 +51,10 @@ struct DecisionTrace {
     bool parallel = false;  // recorded with a parallel commit rule (--threshold / --factor)
     bool stopped_early = false;
     TracePipeline pipeline;
+    // Recorded with --self-check: its steps' checks and revisions are the refresh rows' (a replay
+    // takes --self-check too); the checked blocks' threshold.
+    bool self_check = false;
+    double self_check_threshold = 0.0;
     std::vector<TraceStep> steps;
 
     int n_blocks() const { return block > 0 ? gen / block : 0; }
@@ -75,5 +79,8 @@ struct ReplayDecision {
 };
 bool replay_decision(const DecisionTrace& t, int n_blocks, int block_len, int b, int k,
                      int drafts_present, int committed_so_far, ReplayDecision& out);
+// The trace step that step k of target block b replays (blocks map as in replay_decision), or
+// nullptr past the trace block's steps.
+const TraceStep* replay_step(const DecisionTrace& t, int n_blocks, int b, int k);
 
 }  // namespace llada::decode

@@ -285,7 +285,7 @@ TEST(ShiftedLogits, EveryPolicyDecidesAPositionFromTheRowBefore) {
     }
 }
 
-TEST(ShiftedLogits, RevisionAndThePipelineAreRefused) {
+TEST(ShiftedLogits, RevisionThePipelineAndSelfChecksAreRefused) {
     if (!fs::exists(dream_fixture())) GTEST_SKIP() << "../shared/fixtures is absent: skipped";
     auto m = model::Model::load(dream_fixture().string());
     runtime::ThreadPool pool(1);
@@ -314,6 +314,18 @@ TEST(ShiftedLogits, RevisionAndThePipelineAreRefused) {
         err = e.what();
     }
     EXPECT_NE(err.find("--policy pipeline is not available for a model with shifted logits"),
+              std::string::npos)
+        << err;
+    o.self_check.on = true;
+    o.threshold = 0.9;
+    err.clear();
+    try {
+        decode::make_policy("mbsd", *m, *dev, o, {299, 298, -1})
+            ->generate(std::vector<int32_t>{297, 65});
+    } catch (const Error& e) {
+        err = e.what();
+    }
+    EXPECT_NE(err.find("--self-check is not available for a model with shifted logits"),
               std::string::npos)
         << err;
 }

@@ -126,6 +126,11 @@ TEST(LladaCli, ClearErrors) {
          "--revise-tail is a setting of --revise; give --revise too"},
         {"-m " + fixture_model() + " -p x --gen 16 --block 8 --revise",
          "vanilla is LLaDA's reference schedule"},
+        {"-m " + fixture_model() +
+             " -p x --gen 16 --block 8 --policy mbsd --threshold 0.9 --self-check-accept 0.5",
+         "--self-check-accept is a setting of --self-check; give --self-check too"},
+        {"-m " + fixture_model() + " -p x --gen 16 --block 8 --policy pipeline --self-check",
+         "--self-check applies to --policy need and mbsd"},
         {"-m " + fixture_model() + " -p x --gen 16 --block 8 --policy mbsd --revise --cfg 1",
          "--revise cannot be combined with --cfg"},
         {"-m " + fixture_model() + " -p x --gen 16 --block 8 --select vote",

@@ -161,6 +161,25 @@ void DecodeFlags::add_to(ArgTable& args) {
     args.flag({"--revise-serial"},
               "run the CPU path after the dense forward on the same thread (for comparison)",
               &revise_serial);
+    args.section("Self-checks (--self-check; policies need, mbsd)");
+    args.flag({"--self-check"},
+              "the rows that recompute a committed token's K/V also predict it, and a\n"
+              "prediction of another token replaces it: checks that cost no forward row,\n"
+              "for a model trained to judge the tokens it is fed (tiny-llada-lc;\n"
+              "docs/step-engine.md)",
+              &opt.self_check.on);
+    args.real({"--self-check-accept"}, "P",
+              "replace a token when its refresh row predicts another one with probability\n"
+              ">= P (default 0.75)",
+              &opt.self_check.accept, 0.0, 1.0);
+    args.real({"--self-check-below"}, "P",
+              "check the tokens committed with confidence below P (default 0.99; 1: every\n"
+              "token), those a check replaced, and those committed in a replacement's step",
+              &opt.self_check.below, 0.0, 1.0);
+    args.real({"--self-check-threshold"}, "TAU",
+              "the commit threshold of every block but the last (a later forward checks\n"
+              "them; default: --threshold)",
+              &opt.self_check.threshold, 0.0, 1.0);
     args.section("Dream's sampler (--policy dream)");
     args.string({"--dream-alg"}, "ALG",
                 "origin, maskgit_plus, topk_margin or entropy (default entropy): which masked\n"
@@ -291,6 +310,11 @@ void DecodeFlags::finish(const ArgTable& args, const model::Model& model) {
                           "--revise-rows", "--revise-context", "--revise-tail"}) {
         if (args.given(f) && !opt.revise.on) {
             throw Error(std::string(f) + " is a setting of --revise; give --revise too");
+        }
+    }
+    for (const char* f : {"--self-check-accept", "--self-check-below", "--self-check-threshold"}) {
+        if (args.given(f) && !opt.self_check.on) {
+            throw Error(std::string(f) + " is a setting of --self-check; give --self-check too");
         }
     }
     if (revise_mode == "replace") {

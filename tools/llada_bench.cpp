@@ -132,7 +132,7 @@ int main(int argc, char** argv) {
                     &replay_threshold_path);
         args.string({"--replay-revise"}, "FILE",
                     "--ablation: the trace of the row '+ progressive revision' (mbsd + a\n"
-                    "threshold + --revise)",
+                    "threshold + --revise, or + --self-check: the row takes the trace's form)",
                     &replay_revise_path);
         args.string({"--replay-pipeline"}, "FILE",
                     "--ablation: the trace of the row 'pipeline + threshold 0.9' (recorded\n"
@@ -206,6 +206,18 @@ int main(int argc, char** argv) {
             load_traces(replay_path, ablation ? 0 : -1), load_traces(replay_need_path, 1),
             load_traces(replay_threshold_path, 1), load_traces(replay_revise_path, 1),
             load_traces(replay_pipeline_path, 1)};
+        for (const auto* set :
+             {&traces.mbsd, &traces.need, &traces.mbsd_threshold, &traces.pipeline}) {
+            for (const auto& t : *set) {
+                if (t.self_check)
+                    throw Error("the decision trace from " + t.source +
+                                " was recorded with --self-check: it is row 9's (--replay-revise)");
+            }
+        }
+        for (const auto& t : traces.revise) {
+            if (t.self_check != traces.revise.front().self_check)
+                throw Error("--replay-revise: its traces mix --self-check and --revise runs");
+        }
         for (const auto& t : traces.pipeline) {
             if (t.pipeline.depth == 0)
                 throw Error("--replay-pipeline: the decision trace from " + t.source +

@@ -53,6 +53,12 @@ nlohmann::json trace_json(const decode::GenerateResult& r, const decode::Generat
                         {"stopped_early", r.stopped_early},
                         {"nfe", r.stats.forwards},
                         {"steps", steps}};
+    if (opt.self_check.on) {
+        j["self_check"] = {{"threshold", opt.self_check.threshold > 0.0 ? opt.self_check.threshold
+                                                                        : opt.threshold},
+                           {"accept", opt.self_check.accept},
+                           {"below", opt.self_check.below}};
+    }
     if (pipeline) {
         j["pipeline"] = {{"depth", opt.pipeline_depth},
                          {"start", opt.pipeline_start},
@@ -101,6 +107,12 @@ decode::DecisionTrace trace_from_json(const nlohmann::json& j) {
     t.parallel = j.value("threshold", 0.0) > 0.0 || j.value("factor", 0.0) > 0.0;
     if (t.gen <= 0 || t.block <= 0 || t.gen % t.block != 0)
         throw Error("decision trace: gen and block must be positive, gen a multiple of block");
+    if (j.contains("self_check")) {
+        t.self_check = true;
+        t.self_check_threshold = j["self_check"].value("threshold", 0.0);
+        if (!(t.self_check_threshold > 0.0 && t.self_check_threshold <= 1.0))
+            throw Error("decision trace: 'self_check' needs a threshold in (0, 1]");
+    }
     if (j.contains("pipeline")) {
         const auto& p = j["pipeline"];
         t.pipeline.verify = p.value("verify", "");

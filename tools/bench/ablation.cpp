@@ -89,7 +89,12 @@ AblationRun run_ablation_row(const tools::LoadedModel& lm, const AblationRow& ro
         replay = &traces.of(index);
         // Rows 7-9 commit by the threshold rule (the trace's counts); row 6 keeps the schedule.
         if (index >= 6) opt.threshold = decode::kDefaultThreshold;
-        opt.revise.on = index == 8;
+        // Row 9 takes the form its trace was recorded in: the CPU lane's checks (--revise), or
+        // the refresh rows' (--self-check, a model trained to judge its fed tokens).
+        const bool self_check = index == 8 && replay->front().self_check;
+        opt.revise.on = index == 8 && !self_check;
+        opt.self_check.on = self_check;
+        if (self_check) opt.self_check.threshold = replay->front().self_check_threshold;
         opt.revise.rows = traces.revise_rows;
         opt.revise.fresh_context = traces.revise_fresh;
         opt.revise.tail_dense = traces.revise_tail_dense;
@@ -163,7 +168,7 @@ nlohmann::json run_ablation(const tools::LoadedModel& lm, const runtime::DeviceC
             run_ablation_row(lm, row, cache_policy, base, prompt, gen, block, steps, pool, traces);
         // With revision a step costs the longer of the NPU and CPU lanes (plus the shared-DRAM
         // slowdown of their overlap and the merge), not the NPU lane alone.
-        const bool revise = i == 8;
+        const bool revise = i == 8 && !trace->self_check;
         const double proj =
             revise ? (r.revision.proj_step_ms / 1e3 - r.rep.one_time_us / 1e6) / r.requests
                    : per_request_s(r.rep) / r.requests;
@@ -195,6 +200,18 @@ nlohmann::json run_ablation(const tools::LoadedModel& lm, const runtime::DeviceC
             j["lookahead_per_step_first_trace"] = r.lookahead;
             j["drafts_accepted"] = static_cast<double>(r.drafts_accepted) / r.requests;
             j["drafts_rejected"] = static_cast<double>(r.drafts_rejected) / r.requests;
+        }
+        if (i == 8 && trace->self_check) {
+            const double n = r.requests;
+            j["self_check"] = {{"threshold", trace->self_check_threshold},
+                               {"checks", r.revision.checks / n},
+                               {"revisions", r.revision.revisions / n},
+                               {"lm_head_rows", static_cast<double>(r.stats.lm_head_rows) / n}};
+            std::fprintf(text,
+                         "  SELF-CHECKS per request: %.0f checks in the K/V refresh rows (no extra "
+                         "forward row; %.0f LM-head rows in all), %.2f revised\n",
+                         r.revision.checks / n, static_cast<double>(r.stats.lm_head_rows) / n,
+                         r.revision.revisions / n);
         }
         if (revise) {
             const auto& v = r.revision;
