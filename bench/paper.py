@@ -25,9 +25,12 @@ TASKS = os.path.join(ROOT, "models", "tasks", "mix-1000.jsonl")
 TINY_LLADA = os.path.join(ROOT, "models", "tiny-llada-m.gguf")
 TINY_AR = os.path.join(ROOT, "models", "tiny-ar-m.gguf")
 # The seed's regime: 128-token answers in blocks of 32, the shape of every 128-token row.
-# tiny-llada-l's decisions on the long suite are what the 8B rows replay.
+# tiny-llada-lc's decisions on the long suite are what the 8B rows replay: tiny-llada-l
+# fine-tuned so that its K/V refresh rows judge the tokens they are fed (row 9's self-checks;
+# train/finetune_check.py), as good as tiny-llada-l or better on every policy here
+# (models/README.md).
 TASKS_L = os.path.join(ROOT, "models", "tasks", "mix-1000-l.jsonl")
-TINY_LLADA_L = os.path.join(ROOT, "models", "tiny-llada-l.gguf")
+TRACE_MODEL = os.path.join(ROOT, "models", "tiny-llada-lc.gguf")
 TINY_AR_L = os.path.join(ROOT, "models", "tiny-ar-l.gguf")
 # The replayed 8B rows' weights: llama-quantize's Q4_K_M mix, the file users download.
 WEIGHTS_8B = "Q4_K_M"
@@ -112,10 +115,11 @@ class Runner:
 
 
 def traces(r, s):
-    """tiny-llada-l's decision traces (128 tokens in blocks of 32, every block decoded) that the
-    replayed rows take, and their quality numbers: mbsd on the schedule, need and mbsd with
-    threshold 0.9 (mbsd accepting drafts at 0.7), mbsd with threshold 0.1 and revision (floor 0.1; the checks left after
-    the last block on the NPU), and the pipeline (window checks), as bench/quality.sh's long part writes them."""
+    """The trace model's decision traces (128 tokens in blocks of 32, every block decoded) that
+    the replayed rows take, and their quality numbers: mbsd on the schedule, need and mbsd with
+    threshold 0.9 (mbsd accepting drafts at 0.7), mbsd with threshold 0.9 and self-checks (the
+    blocks before the last at threshold 0.1, checked by the next forward's refresh rows), and the
+    pipeline (window checks)."""
     out, results = {}, {}
     specs = {
         "mbsd-sched": ["--policy", "mbsd", "--device", "npu-sim"],
@@ -124,8 +128,11 @@ def traces(r, s):
         # on the long test sets, with fewer forwards (BENCHMARKS.md, "Speculation that never
         # costs").
         "mbsd": ["--policy", "mbsd", "--threshold", "0.9", "--accept", "0.7", "--device", "npu-sim"],
-        "mbsd-rev": ["--policy", "mbsd", "--threshold", "0.1", "--device", "npu-sim", "--revise",
-                     "--revise-tail", "dense", "--revise-floor", "0.1"],
+        # Row 9: revision whose checks ride in the refresh rows (docs/step-engine.md,
+        # "Self-checks"); the CPU-lane form (--revise) costs more than it saves on this model
+        # (BENCHMARKS.md, "The seventh long suite's traces").
+        "mbsd-sc": ["--policy", "mbsd", "--threshold", "0.9", "--accept", "0.7", "--device",
+                    "npu-sim", "--self-check", "--self-check-threshold", "0.1"],
         # Pipelined blocks, each ahead commit checked by the next forward fed the mask (one row
         # a check: the verify mode for a tile-granular device; BENCHMARKS.md "Pipelined blocks").
         "pipeline": ["--policy", "pipeline", "--threshold", "0.9", "--pipeline-verify", "window"],
@@ -133,7 +140,7 @@ def traces(r, s):
     for name, flags in specs.items():
         path = os.path.join(r.out, f"trace-{name}.jsonl")
         out[name] = path
-        results[name] = r.run("traces", ["llada-eval", "-m", TINY_LLADA_L, "--tasks", TASKS_L,
+        results[name] = r.run("traces", ["llada-eval", "-m", TRACE_MODEL, "--tasks", TASKS_L,
                                          "--limit", s["trace_problems"], "--gen", 128, "--block", 32,
                                          "--no-early-stop", "-t", 1, "--parallel", r.threads,
                                          "--json", "--trace-out", path] + flags)
@@ -144,9 +151,8 @@ def traces(r, s):
 
 def replay_flags(tr, sample):
     return ["--replay", tr["mbsd-sched"], "--replay-need", tr["need"], "--replay-threshold",
-            tr["mbsd"], "--replay-revise", tr["mbsd-rev"], "--replay-pipeline", tr["pipeline"],
-            "--replay-sample", sample,
-            "--revise-context", "fresh", "--revise-tail", "dense"]
+            tr["mbsd"], "--replay-revise", tr["mbsd-sc"], "--replay-pipeline", tr["pipeline"],
+            "--replay-sample", sample]
 
 
 def main():
@@ -177,6 +183,7 @@ def main():
     a1 = r.model("1b,arch=llama", "Q4_0", "llama-1b-q4_0")
 
     tr, res["traces"] = traces(r, s)
+    res["trace_model"] = os.path.basename(TRACE_MODEL)[:-len(".gguf")]
 
     # 1. The ablation (projected; rows 6-9 and p replayed), prompt 80, 128 tokens in blocks of 32.
     res["ablation"] = r.run("ablation", [
@@ -249,15 +256,17 @@ def main():
         "pipeline": ["--block", 32, "--policy", "pipeline"],
         "pipeline (window checks)": ["--block", 32, "--policy", "pipeline", "--pipeline-verify",
                                      "window"],
-        "mbsd + threshold 0.1 + revise": ["--block", 32, "--policy", "mbsd", "--threshold", 0.1,
-                                          "--device", "npu-sim", "--revise", "--revise-tail",
-                                          "dense", "--revise-floor", 0.1],
+        "mbsd + threshold 0.1, unchecked": ["--block", 32, "--policy", "mbsd", "--threshold", 0.1,
+                                            "--accept", 0.7, "--device", "npu-sim"],
+        "mbsd + threshold 0.9 + self-checks (0.1 before the last block)": [
+            "--block", 32, "--policy", "mbsd", "--threshold", 0.9, "--accept", 0.7, "--device",
+            "npu-sim", "--self-check", "--self-check-threshold", 0.1],
     }
-    res["tiny_long"] = {name: r.run("tiny-dllm-long", evl + ["-m", TINY_LLADA_L] + flags)
+    res["tiny_long"] = {name: r.run("tiny-dllm-long", evl + ["-m", TRACE_MODEL] + flags)
                         for name, flags in long_frontier.items()}
     res["tiny_ar_long"] = r.run("tiny-ar-long", evl + ["-m", TINY_AR_L])
     res["tts_long"] = {n: r.run("tts-long", evl + [
-        "-m", TINY_LLADA_L, "--block", 32, "--policy", "dual-cache", "--threshold", 0.9,
+        "-m", TRACE_MODEL, "--block", 32, "--policy", "dual-cache", "--threshold", 0.9,
         "--temperature", 1.0, "--tts", n]) for n in s["tts_n"]}
 
     # 5. The latency table's staircase (projected): one forward of R rows against an 80-token

@@ -25,15 +25,24 @@ WHY = {
                      "weights streamed per forward; V79's own figures are not published",
     "+ swap-optimised memory runtime": "the gain is the map/unmap cost it removes, a constant "
                                        "nobody publishes (BENCHMARKS.md: sensitivity table)",
-    "+ multi-block speculative decoding": "draft acceptance comes from tiny-llada-l's traces "
+    "+ multi-block speculative decoding": "draft acceptance comes from a tiny model's traces "
                                           "on synthetic scratchpad arithmetic, not LLaDA-8B's "
                                           "on GSM8K; the row keeps the schedule's one token "
                                           "per step",
-    "+ progressive revision": "row 9 is mbsd + threshold 0.1 + revise (a block per forward, "
-                              "the checks repair it): its forwards and checks are "
-                              "tiny-llada-l's, a model that finishes a block in about one "
-                              "forward anyway (section 2)",
+    "+ progressive revision": "row 9's forwards and checks are a tiny model's (section 1 says "
+                              "which form of revision and which model), one that finishes a "
+                              "block in about one forward anyway (section 2)",
 }
+
+
+def trace_model(res):
+    """The tiny model whose decisions the 128-token rows replay (runs before it: tiny-llada-l)."""
+    return res.get("trace_model", "tiny-llada-l")
+
+
+def self_checked(res):
+    """Whether row 9 replays a --self-check trace (else --revise's CPU lane)."""
+    return "mbsd-sc" in res.get("traces", {})
 
 
 def fmt(x, digits=2):
@@ -214,7 +223,9 @@ def long_section(res, w, line):
     n = res["tiny_ar_long"]["n"]
     w("### The seed's regime: 128-token answers (measured)")
     w("")
-    w(f"tiny-llada-l against its AR twin tiny-ar-l, the first {n} problems of "
+    tm = trace_model(res)
+    twin = "its AR twin tiny-ar-l" if tm == "tiny-llada-l" else "tiny-llada-l's AR twin tiny-ar-l"
+    w(f"{tm} against {twin}, the first {n} problems of "
       "models/tasks/mix-1000-l.jsonl (ladd and lsub: scratchpad arithmetic whose "
       "later blocks read what earlier blocks wrote), 128 tokens in blocks of 32. These are "
       "the policies whose decisions the 128-token rows above replay (models/README.md has "
@@ -226,7 +237,7 @@ def long_section(res, w, line):
     w("|---|---|---|---|---|")
     line("tiny-ar-l, greedy (AR)", res["tiny_ar_long"])
     for name, e in res["tiny_long"].items():
-        line("tiny-llada-l, " + name, e)
+        line(f"{tm}, " + name, e)
     w("")
     w("(The mbsd rows run on `--device npu-sim`, whose latency table sizes the lookahead: their "
       "host ms are the simulator's functional run, not comparable with the CPU rows' ms.)")
@@ -244,7 +255,7 @@ def long_section(res, w, line):
         w("")
     tts = res.get("tts_long", {})
     if tts:
-        w("Test-time scaling on tiny-llada-l (dual-cache + threshold 0.9, T 1.0; N candidates "
+        w(f"Test-time scaling on {tm} (dual-cache + threshold 0.9, T 1.0; N candidates "
           "batched into one forward per step; vote: majority of the extracted answers; pass: "
           "any candidate right):")
         w("")
@@ -297,11 +308,12 @@ def write(paper_json, root):
     w("| rows | decisions from | problems |")
     w("|---|---|---|")
     w("| ablation 1-5, staircase | the schedule (one token per step; no model decides) | - |")
-    w("| ablation 6-9 and p, dLLM vs AR (projected and measured) | tiny-llada-l, replayed "
+    tm = trace_model(res)
+    w(f"| ablation 6-9 and p, dLLM vs AR (projected and measured) | {tm}, replayed "
       "(traces of 128 tokens in blocks of 32) | models/tasks/mix-1000-l.jsonl |")
     w("| the tiny twins at 32 tokens | tiny-llada-m and tiny-ar-m, measured | "
       "models/tasks/mix-1000.jsonl |")
-    w("| the seed's regime at 128 tokens, test-time scaling | tiny-llada-l and tiny-ar-l, "
+    w(f"| the seed's regime at 128 tokens, test-time scaling | {tm} and tiny-ar-l, "
       "measured | models/tasks/mix-1000-l.jsonl |")
     w("")
 
@@ -311,12 +323,18 @@ def write(paper_json, root):
     w("")
     w(f"LLaDA-8B shape, random weights in llama-quantize's {weights(res)} mix, prompt 80, 128 "
       "tokens in blocks of 32, sm8750 (`sm8750-cpu` for row 1 and the CPU lane). Rows 6-9 "
-      "replay tiny-llada-l's decisions at their own shape (128 tokens in blocks of 32; "
+      f"replay {tm}'s decisions at their own shape (128 tokens in blocks of 32; "
       f"{res['setting']['replay_sample']} of {res['setting']['trace_problems']} traces of "
-      "mix-1000-l). Row 8 accepts drafts at 0.7 (`--accept 0.7`). Row 9 is mbsd + threshold "
-      "0.1 + revise (floor 0.1): a block commits per "
-      "forward and the checks repair it, those left after the last block on the NPU "
-      "(`--revise-tail dense`). Row p is the pipeline (later blocks commit ahead at threshold "
+      "mix-1000-l). Row 8 accepts drafts at 0.7 (`--accept 0.7`). "
+      + ("Row 9 is row 8 + self-checks (`--self-check --self-check-threshold 0.1`): every block "
+         "but the last commits at threshold 0.1, and the next forward's K/V refresh rows check "
+         "its tokens committed below 0.99, replacing those they predict otherwise (no extra "
+         "forward row; docs/step-engine.md, \"Self-checks\"; the CPU-lane form, `--revise`, "
+         "is in BENCHMARKS.md). " if self_checked(res) else
+         "Row 9 is mbsd + threshold 0.1 + revise (floor 0.1): a block commits per "
+         "forward and the checks repair it, those left after the last block on the NPU "
+         "(`--revise-tail dense`). ")
+      + "Row p is the pipeline (later blocks commit ahead at threshold "
       "0.9; `--pipeline-verify window`: the next forward checks every ahead commit, fed the "
       "mask). Rows without a published number are intermediate steps the engine can "
       "separate.")
@@ -353,8 +371,10 @@ def write(paper_json, root):
         # Host accuracy of the three policies: on the long frontier's problems (section 2) when
         # the run has them, else on the traced problems.
         tl = res.get("tiny_long", {})
+        rev = "mbsd-sc" if self_checked(res) else "mbsd-rev"
         names = {"need": "need + threshold 0.9", "mbsd": "mbsd + threshold 0.9 (accept 0.7)",
-                 "mbsd-rev": "mbsd + threshold 0.1 + revise"}
+                 rev: ("mbsd + threshold 0.9 + self-checks (0.1 before the last block)"
+                       if rev == "mbsd-sc" else "mbsd + threshold 0.1 + revise")}
         if all(v in tl for v in names.values()):
             acc = {k: 100 * tl[v]["accuracy"] for k, v in names.items()}
             on = f"the first {res['tiny_ar_long']['n']} problems of mix-1000-l"
@@ -363,14 +383,15 @@ def write(paper_json, root):
             on = "the traced problems"
         ok8 = (r8["projected_s"] <= r7["projected_s"] and r8["nfe"] < r7["nfe"]
                and abs(acc["mbsd"] - acc["need"]) <= 1.0)
-        ok9 = r9["projected_s"] <= r8["projected_s"] and acc["mbsd-rev"] >= acc["mbsd"]
+        ok9 = r9["projected_s"] <= r8["projected_s"] and acc[rev] >= acc["mbsd"]
         w(f"Goal \"speculation never costs\" (row 8 <= row 7 with fewer forwards, accuracy "
           f"within 1 point): **{'met' if ok8 else 'not met'}** ({fmt(r8['projected_s'])} vs "
           f"{fmt(r7['projected_s'])} s, {r8['nfe']:.2f} vs {r7['nfe']:.2f} forwards, "
           f"{acc['mbsd']:.1f} % vs {acc['need']:.1f} % on {on}). Goal "
           f"\"revision that pays\" (row 9 <= row 8, accuracy >= row 8's): "
           f"**{'met' if ok9 else 'not met'}** ({fmt(r9['projected_s'])} vs "
-          f"{fmt(r8['projected_s'])} s, {acc['mbsd-rev']:.1f} % vs {acc['mbsd']:.1f} %).")
+          f"{fmt(r8['projected_s'])} s, {r9['nfe']:.2f} vs {r8['nfe']:.2f} forwards, "
+          f"{acc[rev]:.1f} % vs {acc['mbsd']:.1f} %).")
         pipe = tl.get("pipeline (window checks)") or res["traces"].get("pipeline")
         if rp and pipe:
             w("")
@@ -388,7 +409,7 @@ def write(paper_json, root):
     w("")
     w("### Projected on SM8750: LLaDA-8B shape against Llama-3-8B shape (prompt 80)")
     w("")
-    w("The dLLM replays tiny-llada-l's decisions (rows 8 and 9 of the ablation at each "
+    w(f"The dLLM replays {trace_model(res)}'s decisions (rows 8 and 9 of the ablation at each "
       "length; a shorter answer takes the traces' first blocks, a longer one reuses their "
       f"blocks in proportion). The AR model is a random-weight `llama` GGUF ({weights(res)}) "
       "of Llama-3-8B's shape (GQA 32/8, FFN 14336, vocab 128256) "
@@ -428,7 +449,7 @@ def write(paper_json, root):
     w("### Measured on this machine's CPU: the 1B shape")
     w("")
     w("Random Q4_0 1B models (`llada` and `llama`, d 2048, 16 layers), prompt 80, real "
-      "arithmetic; the dLLM's commits replay tiny-llada-l's mbsd + threshold 0.9 decisions "
+      f"arithmetic; the dLLM's commits replay {trace_model(res)}'s mbsd + threshold 0.9 decisions "
       f"(random weights never clear a threshold; {res['setting']['host_sample']} traces per "
       "length), the AR model decodes greedily. One run each, the two engines back to back.")
     w("")
@@ -512,7 +533,8 @@ def write(paper_json, root):
     w("## 4. Where a request's time goes (projected)")
     w("")
     w("Per ablation row, seconds per request by cost category (compile left out: it is paid "
-      "once per shape bucket), and for row 9 the CPU lane that runs beside the NPU.")
+      "once per shape bucket), and for row 9 in its `--revise` form the CPU lane that runs "
+      "beside the NPU.")
     w("")
     cats = ["matrix", "vector", "dma", "dispatch", "map_unmap", "copy", "stall"]
     w("| # | " + " | ".join(cats) + " | CPU lane |")
@@ -540,9 +562,9 @@ def write(paper_json, root):
           "LM head, and the dLLM's forwards come from a tiny model's decisions on synthetic "
           "arithmetic, not LLaDA-8B's on GSM8K.")
     w("* **The model is random or tiny**: 8B and 1B weights are random (speed only); the "
-      "replayed rows' decisions come from tiny-llada-l (128-token answers), the 32-token "
+      f"replayed rows' decisions come from {trace_model(res)} (128-token answers), the 32-token "
       "frontier's from tiny-llada-m; both stand in for LLaDA-8B's decisions, which nobody "
-      "can trace here (tiny-llada-l's own accuracy: section 2).")
+      f"can trace here ({trace_model(res)}'s own accuracy: section 2).")
     w("")
     w("## Commands")
     w("")
