@@ -5,12 +5,19 @@
 #include <cmath>
 
 namespace llada::decode {
+namespace {
+
+// The steps of the trace block that target block b of n_blocks maps onto (proportionally).
+std::span<const TraceStep> replayed_block(const DecisionTrace& t, int n_blocks, int b) {
+    return t.block_steps(std::min(t.n_blocks() - 1, b * t.n_blocks() / std::max(1, n_blocks)));
+}
+
+}  // namespace
 
 bool replay_decision(const DecisionTrace& t, int n_blocks, int block_len, int b, int k,
                      int drafts_present, int committed_so_far, ReplayDecision& out) {
     out = {};
-    const int tb = std::min(t.n_blocks() - 1, b * t.n_blocks() / std::max(1, n_blocks));
-    const std::span<const TraceStep> steps = t.block_steps(tb);
+    const std::span<const TraceStep> steps = replayed_block(t, n_blocks, b);
     const int count = static_cast<int>(steps.size());
     if (k >= count) {
         out.commit = block_len - committed_so_far;
@@ -40,8 +47,7 @@ bool replay_decision(const DecisionTrace& t, int n_blocks, int block_len, int b,
 }
 
 const TraceStep* replay_step(const DecisionTrace& t, int n_blocks, int b, int k) {
-    const int tb = std::min(t.n_blocks() - 1, b * t.n_blocks() / std::max(1, n_blocks));
-    const std::span<const TraceStep> steps = t.block_steps(tb);
+    const std::span<const TraceStep> steps = replayed_block(t, n_blocks, b);
     return k < static_cast<int>(steps.size()) ? &steps[static_cast<size_t>(k)] : nullptr;
 }
 
