@@ -665,13 +665,20 @@ static_assert(kMaxFp16KvHeadDim <= 256, "the fp16 path copies every chunk (kMaxC
 
 namespace {
 // The excluded keys' contract (kernels.h): each is -1 or one of its row's keys, and no row is
-// left without a visible key (whose softmax would divide by a zero sum). Compiled out with
-// NDEBUG.
-void assert_excluded_keys(int64_t n_q, const int64_t* n_kv, const int64_t* excl) {
+// left without a visible key (whose softmax would divide by a zero sum). Checked in every
+// build: a pass over n_q pairs beside the n_q x n_kv x head_dim of the attention itself.
+void check_excluded_keys(int64_t n_q, const int64_t* n_kv, const int64_t* excl) {
     if (excl == nullptr) return;
     for (int64_t r = 0; r < n_q; ++r) {
-        assert(excl[r] >= -1 && excl[r] < n_kv[r] && "an excluded key must be -1 or a row's key");
-        assert((excl[r] < 0 || n_kv[r] >= 2) && "a row must keep at least one visible key");
+        if (excl[r] < -1 || excl[r] >= n_kv[r]) {
+            throw Error("attention: row " + std::to_string(r) + " excludes key " +
+                        std::to_string(excl[r]) + ", which is neither -1 nor one of its " +
+                        std::to_string(n_kv[r]) + " keys");
+        }
+        if (excl[r] >= 0 && n_kv[r] < 2) {
+            throw Error("attention: row " + std::to_string(r) +
+                        " excludes its only key and has no visible key left");
+        }
     }
 }
 }  // namespace
@@ -680,7 +687,7 @@ void attention_rows(const float* q, int64_t q_stride, int64_t n_q, const int64_t
                     const float* k, const float* v, int64_t kv_stride, int64_t head_dim,
                     float scale, float* out, int64_t out_stride, const float* exp_table,
                     const int64_t* excl) {
-    assert_excluded_keys(n_q, n_kv, excl);
+    check_excluded_keys(n_q, n_kv, excl);
     HWY_DYNAMIC_DISPATCH(AttentionRows)
     (q, q_stride, n_q, n_kv, k, v, kv_stride, head_dim, scale, out, out_stride, exp_table, excl);
 }
@@ -693,7 +700,7 @@ void attention_rows_f16(const float* q, int64_t q_stride, int64_t n_q, const int
         throw Error("an fp16 KV cache supports heads of at most " +
                     std::to_string(kMaxFp16KvHeadDim) + " values, got " + std::to_string(head_dim));
     }
-    assert_excluded_keys(n_q, n_kv, excl);
+    check_excluded_keys(n_q, n_kv, excl);
     HWY_DYNAMIC_DISPATCH(AttentionRowsF16)
     (q, q_stride, n_q, n_kv, k, v, kv_stride, head_dim, scale, out, out_stride, exp_table, excl);
 }

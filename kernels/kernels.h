@@ -105,8 +105,8 @@ void attention_head(const float* q, const float* k, const float* v, int64_t kv_s
 // [0, n_kv[r]), and the softmax runs over row r's remaining n_kv[r] - 1 keys: the excluded
 // score is set to -infinity in the chunk that holds it, in the same single pass, so that its
 // weight is exactly 0 with either exp. A row must keep at least one visible key: n_kv[r] == 1
-// with excl[r] == 0 is a caller error, which debug builds assert (release builds do not check,
-// and such a row's output is meaningless).
+// with excl[r] == 0 is a caller error, refused (Error) in every build, as is an excluded key
+// outside [-1, n_kv[r]).
 void attention_rows(const float* q, int64_t q_stride, int64_t n_q, const int64_t* n_kv,
                     const float* k, const float* v, int64_t kv_stride, int64_t head_dim,
                     float scale, float* out, int64_t out_stride, const float* exp_table = nullptr,

@@ -22,37 +22,49 @@ if ! command -v aarch64-linux-gnu-g++ > /dev/null || ! command -v qemu-aarch64 >
     exit 0
 fi
 B=${AARCH64_BUILD:-build-aarch64}
+# The tests that exec a tool binary (llada-tokenize, llada-eval, ...) are left out.
+exclude="TokenizeTool.*:*Cli*:*Tool*:ShippedModels/EvalSmoke.*"
+# One qemu run (the script calls itself for each, two at a time: qemu-user runs one guest
+# thread per host thread, and most runs are single-threaded for long stretches).
+if [ "${1:-}" = --run ]; then
+    cpu=$2 test=$3 filter=${4:-}
+    log="$B/$test-$(echo "$cpu" | tr ',=' '--').log"
+    s=$(date +%s)
+    if qemu-aarch64 -L / -cpu "$cpu" "$B/bin/$test" --gtest_filter="$filter-$exclude" --gtest_brief=1 > "$log" 2>&1; then
+        echo "cross-aarch64.sh: $test ($cpu): $(grep -o '[0-9]* tests\? from [0-9]* test suites\? ran' "$log" | head -1), passed in $(( $(date +%s) - s )) s"
+    else
+        echo "cross-aarch64.sh: $test ($cpu) FAILED:"
+        tail -30 "$log"
+        exit 1
+    fi
+    exit 0
+fi
 cmake -B "$B" -DCMAKE_BUILD_TYPE=Release -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake \
     -DLLADA_BUILD_BENCH=OFF > /dev/null
 tests="format_test quant_golden_test kernels_test tokenizer_test model_test quant_parity_test hf_model_test runtime_test decode_test alloc_test generator_test pipeline_test tts_test npu_tile_test npu_device_test shipped_models_test"
 cmake --build "$B" -j2 --target $tests > /dev/null
-# The tests that exec a tool binary (llada-tokenize, llada-eval, ...) are left out.
-exclude="TokenizeTool.*:*Cli*:*Tool*:ShippedModels/EvalSmoke.*"
 start=$(date +%s)
-status=0
-run() {  # run CPU TEST [FILTER]: the test (the tests FILTER names) under qemu on that CPU model
-    log="$B/$2-$(echo "$1" | tr ',=' '--').log"
-    if qemu-aarch64 -L / -cpu "$1" "$B/bin/$2" --gtest_filter="${3:-}-$exclude" --gtest_brief=1 > "$log" 2>&1; then
-        echo "cross-aarch64.sh: $2 ($1): $(grep -o '[0-9]* tests\? from [0-9]* test suites\? ran' "$log" | head -1), passed"
-    else
-        echo "cross-aarch64.sh: $2 ($1) FAILED:"
-        tail -30 "$log"
-        status=1
-    fi
-}
-for t in $tests; do
-    case $t in
-        generator_test)
-            run max,sve=off "$t" "RowAddressing.*:Scheduler.*:Lookahead.*:Revision.ConcurrentPathsGiveTheSerialResult" ;;
-        pipeline_test) run max,sve=off "$t" "Pipeline.ShadowChecks*:Pipeline.ImpossibleOptions*" ;;
-        tts_test)
-            run max,sve=off "$t" "Tts.SamplingOnTheFusedHead*:Tts.FusedGumbelMax*:Tts.OneCandidateIsTheSingleRun:Tts.IdenticalWindows*" ;;
-        *) run max,sve-default-vector-length=16 "$t" ;;
-    esac
-done
-run max,sve-default-vector-length=32 kernels_test
+# The runs, one per line: CPU TEST [FILTER], the longest first so that the two slots finish
+# together.
 # Armv8.0 without dotprod: what differs there is the int8 matmuls' widening path.
 only="Kernels.MatmulQuantised*:BlockKernels.*:Kernels.LutDequant*:Kernels.ActivationPreparation*"
-run cortex-a72 kernels_test "$only"
+runs=$({
+    echo "max,sve-default-vector-length=32 kernels_test"
+    echo "max,sve-default-vector-length=16 kernels_test"
+    echo "cortex-a72 kernels_test $only"
+    for t in $tests; do
+        case $t in
+            kernels_test) ;;
+            generator_test)
+                echo "max,sve=off $t RowAddressing.*:Scheduler.*:Lookahead.*:Revision.ConcurrentPathsGiveTheSerialResult" ;;
+            pipeline_test) echo "max,sve=off $t Pipeline.ShadowChecks*:Pipeline.ImpossibleOptions*" ;;
+            tts_test)
+                echo "max,sve=off $t Tts.SamplingOnTheFusedHead*:Tts.FusedGumbelMax*:Tts.OneCandidateIsTheSingleRun:Tts.IdenticalWindows*" ;;
+            *) echo "max,sve-default-vector-length=16 $t" ;;
+        esac
+    done
+})
+status=0
+echo "$runs" | AARCH64_BUILD=$B xargs -P 2 -L 1 "$0" --run || status=1
 echo "cross-aarch64.sh: done in $(( $(date +%s) - start )) s under qemu"
 exit $status

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Builds the libFuzzer targets with clang-16 (ASan + UBSan, build-fuzz/; or reuses build-asan/ when
 # scripts/sanitize.sh address made it with clang's libFuzzer build), writes the seed corpora
-# and runs every target: `scripts/fuzz.sh [SECONDS]` for a bounded time each (default 30; CI), or
+# and runs every target, two at a time: `scripts/fuzz.sh [SECONDS]` for a bounded time each (default 30; CI), or
 # `RUNS=1000000 scripts/fuzz.sh` for a number of executions each (the long run of
 # docs/reliability.md); TARGETS="safetensors ..." runs only those. A crash leaves its input in
 # build-fuzz/findings/ and fails the script; put it under fuzz/regressions/<target>/ once
@@ -34,8 +34,9 @@ cmake --build "$B" -j2 --target llada-quantize $(for t in $targets; do printf '%
 rm -rf "$B/corpus"
 python3 fuzz/make_corpus.py "$B/corpus" "$B/bin"
 mkdir -p "$B/findings"
-status=0
-for t in $targets; do
+# Two targets at a time (each runs on one core).
+fuzz_one() {  # fuzz_one TARGET: runs it, prints its line, leaves its status in findings/
+    t=$1
     max_len=4096
     [ "$t" = gguf ] && max_len=1048576
     [ "$t" = hf_tokenizer ] && max_len=65536
@@ -51,7 +52,22 @@ for t in $targets; do
     else
         echo "fuzz.sh: $t: FAILED, see $log and $B/findings/$t-*"
         tail -30 "$log"
-        status=1
+        touch "$B/findings/$t.failed"
     fi
+}
+rm -f "$B"/findings/*.failed
+set -- $targets
+while [ $# -gt 0 ]; do
+    fuzz_one "$1" &
+    if [ $# -gt 1 ]; then
+        fuzz_one "$2" &
+        shift
+    fi
+    shift
+    wait
+done
+status=0
+for t in $targets; do
+    [ -e "$B/findings/$t.failed" ] && status=1
 done
 exit $status

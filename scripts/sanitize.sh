@@ -29,7 +29,7 @@ if [ "$what" != thread ]; then
     cmake --build build-asan -j2 > /dev/null
     ASAN_OPTIONS=abort_on_error=1:allocator_may_return_null=1:detect_leaks=1 \
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-        ctest --test-dir build-asan -j2 --output-on-failure
+        ctest --test-dir build-asan -j2 --output-on-failure --output-junit ctest-junit.xml
 fi
 if [ "$what" != address ]; then
     cmake -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLLADA_SANITIZE=thread > /dev/null

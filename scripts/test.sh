@@ -7,22 +7,42 @@
 # compiler).
 # `scripts/test.sh --quick` stops after ctest.
 # Each stage prints its time, so that CI's budget can be read off a run's log.
+# At the end (passed or not) it prints the whole run's time, each stage's again, and the host's
+# CPU model and vector ISA, and after each ctest run the tests it skipped with their reasons.
 set -eu
 cd "$(dirname "$0")/.."
 start=$(date +%s)
 stage_start=$start
+stages=""
 stage() {  # stage NAME: the time since the previous stage ended
     now=$(date +%s)
     echo "test.sh: $1 took $((now - stage_start)) s"
+    stages="$stages  $1: $((now - stage_start)) s
+"
     stage_start=$now
 }
+host() {
+    cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2> /dev/null | head -1)
+    isa=$(grep -m1 -o -w 'avx512_vnni\|avx512f\|avx_vnni\|avx2\|asimddp\|asimd\|sve2\|sve' \
+        /proc/cpuinfo 2> /dev/null | sort -u | tr '\n' ' ')
+    echo "${cpu:-unknown CPU}, $(nproc) cores, ${isa:-no AVX2}"
+}
+finish() {
+    status=$?
+    echo "test.sh: $([ $status -eq 0 ] && echo passed || echo FAILED) after $(( $(date +%s) - start )) s on $(host)"
+    printf '%s' "$stages"
+}
+trap finish EXIT
+echo "test.sh: on $(host)"
 cmake -B build -DCMAKE_BUILD_TYPE=Release > /dev/null
 cmake --build build -j2
 stage "the release build"
-ctest --test-dir build -j2 --output-on-failure
+ctest --test-dir build -j2 --output-on-failure --output-junit ctest-junit.xml
+python3 scripts/skipped.py build/ctest-junit.xml "the release ctest"
 stage "ctest"
 [ "${1:-}" = --quick ] && exit 0
 scripts/sanitize.sh address
+python3 scripts/skipped.py build-asan/ctest-junit.xml "the ASan + UBSan ctest"
 stage "ASan + UBSan (build and ctest)"
 scripts/fuzz.sh "${FUZZ_SECONDS:-30}"
 stage "the fuzz targets"
@@ -30,4 +50,3 @@ scripts/sanitize.sh thread
 stage "TSan (build and the threaded tests)"
 scripts/cross-aarch64.sh
 stage "aarch64 (cross build and qemu)"
-echo "test.sh: everything passed in $(( $(date +%s) - start )) s"

@@ -183,9 +183,10 @@ namespace {
 // (equal commits per step, the remainder first) where position p takes row p - 1's argmax and
 // its softmax probability, every step a full forward of the canvas. ban_mask: the mask id never
 // wins (the non-reference policies' rule); otherwise it may be committed, as in LLaDA's code.
+// max_steps >= 0 stops after that many steps (the rest of the canvas still masked).
 std::vector<int32_t> shifted_reference(const model::Model& m, std::vector<int32_t> x, int gen,
                                        int block, int steps, int32_t mask, bool ban_mask,
-                                       int shift = 1) {
+                                       int shift = 1, int max_steps = -1) {
     runtime::ThreadPool pool(1);
     auto dev = runtime::make_cpu_device(pool);
     const int P = static_cast<int>(x.size()), L = P + gen;
@@ -202,6 +203,7 @@ std::vector<int32_t> shifted_reference(const model::Model& m, std::vector<int32_
         for (int p = b0; p < b1; ++p)
             n_masked += x[p] == mask;
         for (int st = 0; st < per_block; ++st) {
+            if (max_steps-- == 0) return std::vector<int32_t>(x.begin() + P, x.end());
             const int k = n_masked / per_block + (st < n_masked % per_block ? 1 : 0);
             int32_t kv = L;
             runtime::Batch batch{L, x.data(), pos.data(), seq.data(), L, pos.data(), &kv};
@@ -241,14 +243,16 @@ fs::path dream_fixture() {
 
 // Shifted logits (Dream): each position is decided from the row before it, in every window.
 // vanilla against the reference above exactly; dual-cache refreshed every step (every step a
-// full forward) against it with the mask banned; the first commit of need and mbsd (their first
-// step is a full forward) against the reference's; and every policy fills the canvas.
+// full forward) against it with the mask banned; and the first step of need, mbsd,
+// prefix-cache and dual-cache (each a full forward of the canvas) commits the position and
+// token the reference's first step does; every policy fills the canvas.
 TEST(ShiftedLogits, EveryPolicyDecidesAPositionFromTheRowBefore) {
     if (!fs::exists(dream_fixture())) GTEST_SKIP() << "../shared/fixtures is absent: skipped";
     auto m = model::Model::load(dream_fixture().string());
     ASSERT_TRUE(m->hparams().shift_logits);
     const decode::TokenIds ids{299, 298, -1};
     const std::vector<int32_t> prompt{297, 72, 101, 108, 108, 111, 44, 32};
+    const int P = static_cast<int>(prompt.size());
     runtime::ThreadPool pool(2);
     auto dev = runtime::make_cpu_device(pool);
     decode::GenerateOptions o;
@@ -256,8 +260,16 @@ TEST(ShiftedLogits, EveryPolicyDecidesAPositionFromTheRowBefore) {
     o.block = 8;
     o.steps = 16;
     o.early_stop = 0;
-    auto run = [&](const char* policy, decode::GenerateOptions po) {
-        return decode::make_policy(policy, *m, *dev, po, ids)->generate(prompt).generated();
+    // The generated tokens, and the canvas's generated part after the first step.
+    auto run = [&](const char* policy, decode::GenerateOptions po,
+                   std::vector<int32_t>* first = nullptr) {
+        auto on_step = [&](const decode::StepEvent& e) {
+            if (first && e.info.step == 0)
+                *first = std::vector<int32_t>(e.canvas.begin() + P, e.canvas.end());
+        };
+        return decode::make_policy(policy, *m, *dev, po, ids)
+            ->generate(prompt, on_step)
+            .generated();
     };
     const auto want = shifted_reference(*m, prompt, o.gen, o.block, o.steps, ids.mask, false);
     EXPECT_EQ(run("vanilla", o), want);
@@ -268,20 +280,23 @@ TEST(ShiftedLogits, EveryPolicyDecidesAPositionFromTheRowBefore) {
     every.refresh = 1;
     const auto banned = shifted_reference(*m, prompt, o.gen, o.block, o.steps, ids.mask, true);
     EXPECT_EQ(run("dual-cache", every), banned);
+    // One token per step: the first step commits the most confident position of block 0.
+    const auto first_want =
+        shifted_reference(*m, prompt, o.gen, o.block, o.steps, ids.mask, true, 1, 1);
+    ASSERT_EQ(std::count(first_want.begin(), first_want.end(), ids.mask), o.gen - 1);
+    // ... which the unshifted reading commits differently, so the check tells them apart.
+    EXPECT_NE(first_want,
+              shifted_reference(*m, prompt, o.gen, o.block, o.steps, ids.mask, true, 0, 1));
     decode::GenerateOptions look = o;
     look.lookahead = 4;
     for (auto [policy, po] : {std::pair{"need", o}, std::pair{"mbsd", look},
                               std::pair{"prefix-cache", o}, std::pair{"dual-cache", o}}) {
-        const auto got = run(policy, po);
+        std::vector<int32_t> first;
+        const auto got = run(policy, po, &first);
         ASSERT_EQ(got.size(), want.size()) << policy;
         for (int32_t t : got)
             EXPECT_NE(t, ids.mask) << policy;
-        // One token per step: the first step commits the most confident position of block 0.
-        int first_ref = -1;
-        for (size_t i = 0; i < 8; ++i) {
-            if (banned[i] == got[i]) first_ref = static_cast<int>(i);
-        }
-        EXPECT_GE(first_ref, 0) << policy << ": no position of the first block agrees";
+        EXPECT_EQ(first, first_want) << policy;
     }
 }
 

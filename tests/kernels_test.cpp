@@ -13,6 +13,9 @@
 
 #include "hwy/highway.h"
 #include "hwy/targets.h"
+#if HWY_ARCH_X86
+#include <cpuid.h>
+#endif
 #include "kernels/kernels.h"
 #include "kernels/lut.h"
 #include "kernels/reference.h"
@@ -79,8 +82,33 @@ TEST(Kernels, SeveralTargetsAreTested) {
         EXPECT_GE(targets.size(), 3u) << names;  // NEON, SVE and SVE2 or a fixed-width one
     }
 #else
-    // This machine (the CI kind) has AVX-512; the scalar EMU128 target always exists.
-    EXPECT_GE(targets.size(), 2u) << names;
+    // Every target this CPU can run is generated and tested, as the CPU itself reports it
+    // (cpuid and the OS's saved register state, read here, not Highway's own detection): the
+    // scalar fallback always, AVX2 (with FMA, F16C, BMI1/2), AVX-512 (F, BW, DQ, VL) and AVX3_DL
+    // (with VNNI, VBMI, VBMI2, BITALG, VPOPCNTDQ, VPCLMULQDQ and VAES) wherever the CPU has them.
+    auto has = [&](int64_t t) {
+        return std::find(targets.begin(), targets.end(), t) != targets.end();
+    };
+    EXPECT_TRUE(has(HWY_SCALAR) || has(HWY_EMU128)) << names;  // the scalar fallback
+    unsigned a1 = 0, b1 = 0, c1 = 0, d1 = 0, a7 = 0, b7 = 0, c7 = 0, d7 = 0;
+    __get_cpuid(1, &a1, &b1, &c1, &d1);
+    __get_cpuid_count(7, 0, &a7, &b7, &c7, &d7);
+    auto bit = [](unsigned r, int i) { return ((r >> i) & 1u) != 0; };
+    uint32_t xcr0 = 0;
+    if (bit(c1, 27)) {  // OSXSAVE: xgetbv may be used
+        uint32_t hi = 0;
+        __asm__ volatile("xgetbv" : "=a"(xcr0), "=d"(hi) : "c"(0));
+    }
+    const bool os_avx = (xcr0 & 0x6u) == 0x6u, os_avx512 = (xcr0 & 0xE6u) == 0xE6u;
+    const bool avx2 = os_avx && bit(c1, 12) && bit(c1, 29) && bit(b7, 5) && bit(b7, 3) &&
+                      bit(b7, 8);  // FMA, F16C, AVX2, BMI1, BMI2
+    const bool avx3 = avx2 && os_avx512 && bit(b7, 16) && bit(b7, 17) && bit(b7, 30) &&
+                      bit(b7, 31);  // AVX512F, DQ, BW, VL
+    const bool avx3_dl = avx3 && bit(c7, 11) && bit(c7, 1) && bit(c7, 6) && bit(c7, 12) &&
+                         bit(c7, 14) && bit(c7, 10) && bit(c7, 9);
+    EXPECT_EQ(has(HWY_AVX2), avx2) << names;
+    EXPECT_EQ(has(HWY_AVX3), avx3) << names;
+    EXPECT_EQ(has(HWY_AVX3_DL), avx3_dl) << names;
 #endif
 }
 
@@ -734,16 +762,26 @@ TEST(Kernels, ExcludedKeyEqualsThatKeyRemoved) {
     }
 }
 
-// The contract's caller error: a row whose only key is excluded has nothing to attend to.
-// Debug builds assert; release builds (NDEBUG) run the call unchecked, which this leaves alone.
-TEST(Kernels, ExcludingARowsOnlyKeyIsAssertedInDebugBuilds) {
-    GTEST_FLAG_SET(death_test_style, "threadsafe");
-    const int64_t hd = 8, n_kv = 1, excl = 0;
-    const auto q = random_vec(hd, 98), kv = random_vec(hd, 99);
-    std::vector<float> out(hd);
-    EXPECT_DEBUG_DEATH(attention_rows(q.data(), hd, 1, &n_kv, kv.data(), kv.data(), hd, hd, 1.0f,
-                                      out.data(), hd, nullptr, &excl),
-                       "visible key");
+// The contract's caller errors, refused in every build (release included): a row whose only
+// key is excluded has nothing to attend to, and an excluded key must be -1 or one of its row's.
+TEST(Kernels, ExcludingARowsOnlyKeyIsRefused) {
+    const int64_t hd = 8;
+    const auto q = random_vec(2 * hd, 98), kv = random_vec(2 * hd, 99);
+    std::vector<float> out(2 * hd);
+    auto refusal = [&](std::vector<int64_t> n_kv, std::vector<int64_t> excl) {
+        try {
+            attention_rows(q.data(), hd, 2, n_kv.data(), kv.data(), kv.data(), hd, hd, 1.0f,
+                           out.data(), hd, nullptr, excl.data());
+        } catch (const Error& e) {
+            return std::string(e.what());
+        }
+        return std::string("accepted");
+    };
+    EXPECT_NE(refusal({2, 1}, {-1, 0}).find("row 1 excludes its only key"), std::string::npos);
+    EXPECT_NE(refusal({2, 2}, {2, -1}).find("row 0 excludes key 2"), std::string::npos);
+    EXPECT_NE(refusal({2, 2}, {-2, -1}).find("row 0 excludes key -2"), std::string::npos);
+    EXPECT_EQ(refusal({2, 2}, {1, -1}), "accepted");
+    EXPECT_EQ(refusal({1, 1}, {-1, -1}), "accepted");
 }
 
 // Fused sampling reductions, chunk by chunk and merged, against the whole-row reference in

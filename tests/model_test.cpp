@@ -413,37 +413,44 @@ TEST(ModelParity, Fp16KvCacheStaysWithinItsRoundingOfThePyTorchReference) {
 
 // The fused LM head computes every logit with the same kernel as the full head, so argmax and
 // runner-up are identical; the confidence agrees to float32 accumulation error.
-TEST(ModelFusedHead, StatsMatchTheFullLogits) {
-    std::vector<fs::path> files = {fs::path(LLADA_TEST_DATA) / "decode" / "llada-gqa-tied.gguf"};
-    const fs::path q4 = shared_llamacpp() / "llada-tiny-q4_0" / "model.gguf";
-    if (fs::exists(q4)) files.push_back(q4);
-    for (const auto& f : files) {
-        auto m = model::Model::load(f.string());
-        const int n = 24;
-        const int64_t V = m->hparams().n_vocab;
-        std::vector<int32_t> tok(n), pos(n), seq(n, 0), out = {0, 5, 23, 7};
-        for (int i = 0; i < n; ++i) {
-            tok[i] = (i * 37) % static_cast<int>(V);
-            pos[i] = i;
-        }
-        int32_t kv_len = n;
-        runtime::Batch b{n, tok.data(), pos.data(), seq.data(), 4, out.data(), &kv_len};
-        for (int threads : {1, 3}) {
-            runtime::ThreadPool pool(threads);
-            auto dev = runtime::make_cpu_device(pool);
-            model::Session s(*m, *dev, 1, n, n, 4);
-            const float* logits = s.forward(b);
-            std::vector<float> full(logits, logits + 4 * V);
-            const kernels::RowStats* st = s.forward_stats(b);
-            for (int r = 0; r < 4; ++r) {
-                const kernels::RowStats want = kernels::ref::row_stats(full.data() + r * V, V);
-                EXPECT_EQ(st[r].token, want.token) << f;
-                EXPECT_EQ(st[r].second, want.second) << f;
-                EXPECT_NEAR(kernels::row_confidence(st[r]), kernels::row_confidence(want),
-                            1e-5 * kernels::row_confidence(want));
-            }
+static void expect_fused_stats_match_full_logits(const fs::path& f) {
+    auto m = model::Model::load(f.string());
+    const int n = 24;
+    const int64_t V = m->hparams().n_vocab;
+    std::vector<int32_t> tok(n), pos(n), seq(n, 0), out = {0, 5, 23, 7};
+    for (int i = 0; i < n; ++i) {
+        tok[i] = (i * 37) % static_cast<int>(V);
+        pos[i] = i;
+    }
+    int32_t kv_len = n;
+    runtime::Batch b{n, tok.data(), pos.data(), seq.data(), 4, out.data(), &kv_len};
+    for (int threads : {1, 3}) {
+        runtime::ThreadPool pool(threads);
+        auto dev = runtime::make_cpu_device(pool);
+        model::Session s(*m, *dev, 1, n, n, 4);
+        const float* logits = s.forward(b);
+        std::vector<float> full(logits, logits + 4 * V);
+        const kernels::RowStats* st = s.forward_stats(b);
+        for (int r = 0; r < 4; ++r) {
+            const kernels::RowStats want = kernels::ref::row_stats(full.data() + r * V, V);
+            EXPECT_EQ(st[r].token, want.token) << f;
+            EXPECT_EQ(st[r].second, want.second) << f;
+            EXPECT_NEAR(kernels::row_confidence(st[r]), kernels::row_confidence(want),
+                        1e-5 * kernels::row_confidence(want));
         }
     }
+}
+
+TEST(ModelFusedHead, StatsMatchTheFullLogits) {
+    expect_fused_stats_match_full_logits(fs::path(LLADA_TEST_DATA) / "decode" /
+                                         "llada-gqa-tied.gguf");
+}
+
+// The same with the head in llama.cpp's Q4_0 (the quantised head kernel), on the shared fixture.
+TEST(ModelFusedHead, StatsMatchTheFullLogitsOfAQ4_0Head) {
+    const fs::path q4 = shared_llamacpp() / "llada-tiny-q4_0" / "model.gguf";
+    if (!fs::exists(q4)) GTEST_SKIP() << "../shared/fixtures is absent: skipped";
+    expect_fused_stats_match_full_logits(q4);
 }
 
 // The table-driven kernels as whole-model options, on the Q4_0 fixture. LUT dequantisation

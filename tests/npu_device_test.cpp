@@ -3,6 +3,7 @@
 // projection, the CPU projection, and the errors bad options give.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -247,37 +248,181 @@ TEST(NpuSim, DecisionsAgreeWheneverTheirMarginExceedsTheFp16Error) {
     RecordProperty("decisions_within_fp16_bound", within_bound);
 }
 
+namespace {
+
+// A device that runs another and keeps, for every forward, the positions of its output rows and
+// their logits (the policy runs with fused_sampling off, so the output is logits).
+class RecordingDevice : public runtime::Device {
+  public:
+    struct Forward {
+        std::vector<int32_t> pos;  // of each output row
+        std::vector<float> logits;
+    };
+    explicit RecordingDevice(runtime::Device& inner, int64_t n_vocab)
+        : inner_(inner), n_vocab_(n_vocab) {}
+    std::vector<Forward> forwards;
+    std::string name() const override { return inner_.name(); }
+    runtime::DeviceCaps caps() const override { return inner_.caps(); }
+    std::unique_ptr<runtime::CompiledPlan> compile(runtime::Plan plan) override {
+        return inner_.compile(std::move(plan));
+    }
+    int64_t bucket_for(int64_t rows) const override { return inner_.bucket_for(rows); }
+    void compile_bucket(runtime::CompiledPlan& c, int64_t rows) override {
+        inner_.compile_bucket(c, rows);
+    }
+    void execute(runtime::CompiledPlan& c, const runtime::Batch& b, runtime::KvCache& kv,
+                 const runtime::OpObserver* observer) override {
+        inner_.execute(c, b, kv, observer);
+        Forward f;
+        for (int64_t i = 0; i < b.n_out; ++i)
+            f.pos.push_back(b.pos[b.out_rows[i]]);
+        f.logits.assign(c.output(), c.output() + b.n_out * n_vocab_);
+        forwards.push_back(std::move(f));
+    }
+    std::vector<runtime::LatencyEntry> latency_table(const runtime::Plan& plan,
+                                                     std::span<const int64_t> rows,
+                                                     int64_t kv_len) override {
+        return inner_.latency_table(plan, rows, kv_len);
+    }
+    std::unique_ptr<runtime::DeviceBuffer> alloc_buffer(size_t bytes) override {
+        return inner_.alloc_buffer(bytes);
+    }
+    const runtime::DeviceReport* report() const override { return inner_.report(); }
+    void reset_report() override { inner_.reset_report(); }
+
+  private:
+    runtime::Device& inner_;
+    int64_t n_vocab_;
+};
+
+// Argmax (never `banned`), softmax probability of it and its gap to the runner-up, of one
+// logits row.
+struct Top {
+    int32_t tok = 0;
+    double conf = 0, gap = 0;
+};
+Top top_of(const float* row, int64_t V, int32_t banned) {
+    Top t;
+    t.tok = banned == 0 ? 1 : 0;
+    for (int64_t v = 0; v < V; ++v)
+        if (v != banned && row[v] > row[t.tok]) t.tok = static_cast<int32_t>(v);
+    double second = -1e30, sum = 0;
+    for (int64_t v = 0; v < V; ++v) {
+        if (v != t.tok && v != banned) second = std::max(second, double(row[v]));
+        sum += std::exp(double(row[v]) - row[t.tok]);
+    }
+    t.conf = 1.0 / sum;
+    t.gap = row[t.tok] - second;
+    return t;
+}
+
+}  // namespace
+
 // Free-running temperature-0 generations of every decoding fixture under vanilla and the cached
-// policies: most give the cpu's tokens exactly; where a decision margin falls inside the fp16
-// bound (above) one commit differs and the trajectory continues from another canvas.
-TEST(NpuSim, MostGenerationsAtTemperatureZeroGiveTheCpuTokens) {
+// policies give the cpu's tokens, except where fp16 can flip a decision: a generation that
+// differs must first differ at a step whose forward, on the cpu, has a decision margin inside
+// the two devices' logit difference at that step (a runner-up within 2x of it, or the commit
+// boundary's confidences within 4x in log), with that difference inside the fp16 tolerance. A
+// divergence that no near-tie explains fails, as does an npu-sim whose logits drift.
+TEST(NpuSim, GenerationsAtTemperatureZeroGiveTheCpuTokensOrDivergeAtANearTie) {
     std::ifstream f(decode_dir() / "cases.json");
     const auto cases = nlohmann::json::parse(f);
     runtime::ThreadPool pool(2);
-    auto cpu = runtime::make_cpu_device(pool);
-    auto npu = npu_sim(pool);
+    auto cpu_dev = runtime::make_cpu_device(pool);
+    auto npu_dev = npu_sim(pool);
     int runs = 0, identical = 0;
     for (const auto& c : cases) {
         if (c["temperature"].get<double>() != 0.0 || c["remasking"] != "low_confidence") continue;
         auto m = model::Model::load((decode_dir() / c["model"].get<std::string>()).string());
+        const int64_t V = m->hparams().n_vocab;
         for (const char* policy : {"vanilla", "prefix-cache", "dual-cache"}) {
+            SCOPED_TRACE(c["name"].get<std::string>() + " " + policy);
             decode::GenerateOptions opt;
             opt.gen = c["gen"];
             opt.steps = c["steps"];
             opt.block = c["block"];
             opt.cfg = c["cfg"];
             opt.early_stop = 0;
+            opt.fused_sampling = false;
             decode::TokenIds ids;
             ids.mask = c["mask_id"];
             const auto prompt = c["prompt"].get<std::vector<int32_t>>();
-            auto a = decode::make_policy(policy, *m, *cpu, opt, ids)->generate(prompt);
-            auto b = decode::make_policy(policy, *m, *npu, opt, ids)->generate(prompt);
+            struct Run {
+                std::vector<std::vector<int32_t>> canvas;  // after each step
+                std::vector<size_t> last_forward;          // each step's deciding forward
+                std::vector<int> block, committed;
+                std::vector<int32_t> final;
+            };
+            auto run = [&](RecordingDevice& dev) {
+                Run r;
+                r.final =
+                    decode::make_policy(policy, *m, dev, opt, ids)
+                        ->generate(prompt,
+                                   [&](const decode::StepEvent& e) {
+                                       r.canvas.emplace_back(e.canvas.begin(), e.canvas.end());
+                                       r.last_forward.push_back(dev.forwards.size() - 1);
+                                       r.block.push_back(e.info.block);
+                                       r.committed.push_back(static_cast<int>(e.committed.size()));
+                                   })
+                        .canvas;
+                return r;
+            };
+            RecordingDevice cpu(*cpu_dev, V), npu(*npu_dev, V);
+            const Run a = run(cpu), b = run(npu);
             ++runs;
-            identical += a.canvas == b.canvas;
+            if (a.final == b.final) {
+                ++identical;
+                continue;
+            }
+            size_t s = 0;
+            while (s < a.canvas.size() && s < b.canvas.size() && a.canvas[s] == b.canvas[s])
+                ++s;
+            ASSERT_LT(s, std::min(a.canvas.size(), b.canvas.size()));
+            std::vector<int32_t> before(prompt);
+            before.resize(prompt.size() + opt.gen, ids.mask);
+            if (s > 0) before = a.canvas[s - 1];
+            const auto& fa = cpu.forwards[a.last_forward[s]];
+            const auto& fb = npu.forwards[b.last_forward[s]];
+            ASSERT_EQ(fa.pos, fb.pos);
+            // The rows the step decided from: under CFG the conditional rows are the first
+            // half of the output and the unconditional ones the second, guided as
+            // decode/sampling.h's guide() does.
+            auto decided = [&](const RecordingDevice::Forward& fw) {
+                if (opt.cfg <= 0.0) return fw.logits;
+                const size_t n = fw.pos.size() / 2;
+                std::vector<float> g(n * V);
+                for (size_t i = 0; i < n * V; ++i) {
+                    const float cond = fw.logits[i], uncond = fw.logits[n * V + i];
+                    g[i] = uncond + static_cast<float>(opt.cfg + 1.0) * (cond - uncond);
+                }
+                return g;
+            };
+            const auto la = decided(fa), lb = decided(fb);
+            const double bound = max_diff(la, lb);
+            EXPECT_LE(bound, kFp16Tolerance * max_abs(la));
+            // The masked positions of the step's block, by the cpu's confidence (vanilla, the
+            // reference, may commit the mask id; the other policies take the runner-up).
+            const int32_t banned = std::string(policy) == "vanilla" ? -1 : ids.mask;
+            const int b0 = static_cast<int>(prompt.size()) + a.block[s] * opt.block;
+            std::vector<Top> picks;
+            bool near_tie = false;
+            for (size_t i = 0; i < la.size() / V; ++i) {
+                const int p = fa.pos[i];
+                if (p < b0 || p >= b0 + opt.block || before[p] != ids.mask) continue;
+                picks.push_back(top_of(la.data() + i * V, V, banned));
+                near_tie |= picks.back().gap <= 2 * bound;
+            }
+            std::stable_sort(picks.begin(), picks.end(),
+                             [](const Top& x, const Top& y) { return x.conf > y.conf; });
+            const size_t k = static_cast<size_t>(a.committed[s]);
+            if (k > 0 && k < picks.size()) {
+                near_tie |= std::log(picks[k - 1].conf) - std::log(picks[k].conf) <= 4 * bound;
+            }
+            EXPECT_TRUE(near_tie) << "step " << s << " differs with no decision within the fp16 "
+                                  << "bound " << bound;
         }
     }
     EXPECT_GE(runs, 30);
-    EXPECT_GE(3 * identical, 2 * runs) << identical << " of " << runs << " identical";
     RecordProperty("generations", runs);
     RecordProperty("identical", identical);
 }

@@ -257,10 +257,12 @@ TEST(Requantize, LladaMoeExpertsTakeTheTypeAndStayClose) {
 // The same for the k-quants, IQ4 and the other legacy formats on a llada-moe of 256-wide rows
 // (k-quant super-blocks): every expert stack in the type, run by the generic kernel one expert
 // at a time, held to the same weights in F32. What remains is the activations' quantisation
-// (Q8_0 blocks, or Q8_K's one scale per 256 values): 0.8-1.7 % of max|logit| on every format
-// here (measured), 3e-2 allowed. Every token uses every expert (weighted by the router's
-// softmax), so no near-tie in a top-k choice turns an activation rounding into another expert.
-// Packing an expert from its neighbour's rows moves the logits by ~1.
+// (Q8_K's one scale per 256 values for the k-quants and IQ4_XS, Q8_0 or Q8_1 blocks for the
+// rest). Each format's bound sits ~1.5x above its error as measured (x86, AVX-512 VNNI and
+// AVX2 give the same integer dot products), in the comment beside it. Every token uses every
+// expert (weighted by the router's softmax), so no near-tie in a top-k choice turns an
+// activation rounding into another expert. Packing an expert from its neighbour's rows moves
+// the logits by ~1.
 TEST(Requantize, LladaMoeExpertsInEveryBlockFormatStayClose) {
     runtime::ThreadPool pool(2);
     const fs::path src = temp("moe-256.gguf");
@@ -274,9 +276,19 @@ TEST(Requantize, LladaMoeExpertsInEveryBlockFormatStayClose) {
         return test::forward_all(*model::Model::load(f.string()), canvas, 2);
     };
     using T = format::TensorType;
+    // {format, bound on max|diff| / max|logit|}   measured
     const std::pair<T, double> cases[] = {
-        {T::Q2_K, 4e-2},   {T::Q3_K, 4e-2}, {T::Q4_K, 4e-2}, {T::Q5_K, 4e-2}, {T::Q6_K, 4e-2},
-        {T::IQ4_XS, 4e-2}, {T::Q4_1, 2e-2}, {T::Q5_0, 2e-2}, {T::Q5_1, 2e-2}, {T::IQ4_NL, 2e-2}};
+        {T::Q2_K, 2.5e-2},    // 1.52e-2
+        {T::Q3_K, 2.5e-2},    // 1.43e-2
+        {T::Q4_K, 2.5e-2},    // 1.73e-2
+        {T::Q5_K, 2e-2},      // 1.36e-2
+        {T::Q6_K, 2e-2},      // 1.35e-2
+        {T::IQ4_XS, 2.5e-2},  // 1.54e-2
+        {T::Q4_1, 2e-2},      // 1.35e-2
+        {T::Q5_0, 2e-2},      // 1.13e-2
+        {T::Q5_1, 2e-2},      // 1.30e-2
+        {T::IQ4_NL, 1.5e-2},  // 0.85e-2
+    };
     for (const auto& [type, tol] : cases) {
         const char* name = format::tensor_type_info(type).name;
         const fs::path q = temp("moe-256-q.gguf"), dq = temp("moe-256-dq.gguf");
@@ -288,7 +300,7 @@ TEST(Requantize, LladaMoeExpertsInEveryBlockFormatStayClose) {
         EXPECT_EQ(f->find_tensor("blk.1.ffn_down_exps.weight")->type, type) << name;
         const auto got = logits(q), want = logits(dq);
         const double max_w = test::max_abs(want), max_d = test::max_diff(got, want);
-        EXPECT_LT(max_d, 3e-2 * max_w) << name;
+        EXPECT_LT(max_d, tol * max_w) << name;
         RecordProperty(std::string(name) + " max / max|logit|", std::to_string(max_d / max_w));
         fs::remove(q);
         fs::remove(dq);

@@ -30,6 +30,18 @@ std::string model() {
     return (fs::path(LLADA_SOURCE_DIR) / "models" / "tiny-llada-m.gguf").string();
 }
 
+// A client of a test server. Its timeouts are the test's own time limit (ctest's 300 s, less a
+// margin), not cpp-httplib's 5 s default: a request's time depends on the host and on a
+// sanitizer's slowdown, and a test must fail on what the server answers, never on how fast.
+constexpr time_t kClientLimitSeconds = 280;
+httplib::Client client(int port) {
+    httplib::Client c("127.0.0.1", port);
+    c.set_connection_timeout(kClientLimitSeconds);
+    c.set_read_timeout(kClientLimitSeconds);
+    c.set_write_timeout(kClientLimitSeconds);
+    return c;
+}
+
 // A server process on a free port, stopped at the end.
 struct Server {
     pid_t pid = -1;
@@ -48,11 +60,14 @@ struct Server {
                                           "--port",
                                           "0",
                                           "-t",
-                                          "1",
-                                          "--max-gen",
-                                          "32",
-                                          "--block",
-                                          "8"};
+                                          "1"};
+            // The tests' defaults, unless `extra` gives its own.
+            for (const char* flag : {"--max-gen", "--block"}) {
+                if (std::find(extra.begin(), extra.end(), flag) == extra.end()) {
+                    a.push_back(flag);
+                    a.push_back(flag == std::string("--block") ? "8" : "32");
+                }
+            }
             a.insert(a.end(), extra.begin(), extra.end());
             std::vector<char*> argv;
             for (auto& s : a)
@@ -189,7 +204,7 @@ TEST(Server, ArAndDreamAnswerAsAloneWhenBatched) {
         std::vector<std::thread> ts;
         for (size_t i = 0; i < bodies.size(); ++i) {
             ts.emplace_back([&, i] {
-                httplib::Client ci("127.0.0.1", port);
+                httplib::Client ci = client(port);
                 auto r = ci.Post("/v1/completions", bodies[i].dump(), "application/json");
                 if (!r) {
                     got[i] = "no response";
@@ -244,7 +259,7 @@ TEST(Server, ArAndDreamAnswerAsAloneWhenBatched) {
 TEST(Server, AnswersAreTheLibrarysAloneOrBatched) {
     Server s({"--parallel", "4"});
     ASSERT_GT(s.port, 0);
-    httplib::Client c("127.0.0.1", s.port);
+    httplib::Client c = client(s.port);
     auto h = c.Get("/health");
     ASSERT_TRUE(h);
     EXPECT_EQ(h->status, 200);
@@ -256,7 +271,7 @@ TEST(Server, AnswersAreTheLibrarysAloneOrBatched) {
     std::vector<std::thread> ts;
     for (int i = 0; i < 4; ++i) {
         ts.emplace_back([&, i] {
-            httplib::Client ci("127.0.0.1", s.port);
+            httplib::Client ci = client(s.port);
             const json body = {{"prompt", kPrompts[i]},
                                {"max_tokens", 32},
                                {"temperature", 1.0},
@@ -285,7 +300,7 @@ TEST(Server, AnswersAreTheLibrarysAloneOrBatched) {
     ts.clear();
     for (int i = 0; i < 4; ++i) {
         ts.emplace_back([&, i] {
-            httplib::Client ci("127.0.0.1", s.port);
+            httplib::Client ci = client(s.port);
             const json body = {{"prompt", kPrompts[i]},     {"max_tokens", mixed[i].gen},
                                {"policy", mixed[i].policy}, {"threshold", mixed[i].threshold},
                                {"temperature", 1.0},        {"seed", 20 + i}};
@@ -329,7 +344,7 @@ TEST(Server, ChatUsesTheFilesFormatAndAModelWithoutOneSays400) {
     {
         Server s({});
         ASSERT_GT(s.port, 0);
-        httplib::Client c("127.0.0.1", s.port);
+        httplib::Client c = client(s.port);
         auto r = c.Post(
             "/v1/chat/completions",
             json{{"messages", {{{"role", "user"}, {"content", kPrompts[1]}}}}, {"max_tokens", 32}}
@@ -380,7 +395,7 @@ TEST(Server, ChatUsesTheFilesFormatAndAModelWithoutOneSays400) {
     {
         Server s({}, bare);
         ASSERT_GT(s.port, 0);
-        httplib::Client c("127.0.0.1", s.port);
+        httplib::Client c = client(s.port);
         auto r = c.Post("/v1/chat/completions",
                         json{{"messages", {{{"role", "user"}, {"content", kPrompts[1]}}}}}.dump(),
                         "application/json");
@@ -420,7 +435,7 @@ std::pair<std::string, std::string> stream_text(const std::string& body) {
 TEST(Server, NChoicesAreTheCandidatesAndBestOfRanksThem) {
     Server s({"--parallel", "4"});
     ASSERT_GT(s.port, 0);
-    httplib::Client c("127.0.0.1", s.port);
+    httplib::Client c = client(s.port);
     const json base = {
         {"prompt", kPrompts[0]}, {"max_tokens", 32}, {"temperature", 1.0}, {"seed", 40}};
     json b = base;
@@ -524,7 +539,7 @@ TEST(Server, NChoicesAreTheCandidatesAndBestOfRanksThem) {
 TEST(Server, StopSequencesCutTheTextAndEndTheRequest) {
     Server s({});
     ASSERT_GT(s.port, 0);
-    httplib::Client c("127.0.0.1", s.port);
+    httplib::Client c = client(s.port);
     for (const char* prompt : {kPrompts[0], kPrompts[2]}) {
         const std::string full = alone(prompt, 0, 0.0);
         ASSERT_GE(full.size(), 8u) << full;
@@ -582,7 +597,7 @@ TEST(Server, StopSequencesCutTheTextAndEndTheRequest) {
 TEST(Server, StreamDeltasAddUpToTheTextAndEndInDone) {
     Server s({});
     ASSERT_GT(s.port, 0);
-    httplib::Client c("127.0.0.1", s.port);
+    httplib::Client c = client(s.port);
     auto r = c.Post("/v1/completions",
                     json{{"prompt", kPrompts[2]}, {"max_tokens", 32}, {"stream", true}}.dump(),
                     "application/json");
@@ -632,7 +647,7 @@ TEST(Server, StreamDeltasAddUpToTheTextAndEndInDone) {
 TEST(Server, BadRequestsAreNamedAndAFullServerSays503) {
     Server s({"--parallel", "1", "--queue", "0"});
     ASSERT_GT(s.port, 0);
-    httplib::Client c("127.0.0.1", s.port);
+    httplib::Client c = client(s.port);
     auto err = [&](const std::string& body) {
         auto r = c.Post("/v1/completions", body, "application/json");
         if (!r) return std::string("no response");
@@ -698,7 +713,7 @@ TEST(Server, BadRequestsAreNamedAndAFullServerSays503) {
     std::vector<std::thread> ts;
     for (int i = 0; i < 6; ++i) {
         ts.emplace_back([&] {
-            httplib::Client ci("127.0.0.1", s.port);
+            httplib::Client ci = client(s.port);
             auto r = ci.Post("/v1/completions",
                              json{{"prompt", kPrompts[0]},
                                   {"max_tokens", 32},
@@ -718,10 +733,54 @@ TEST(Server, BadRequestsAreNamedAndAFullServerSays503) {
     EXPECT_GE(ok, 1);
 }
 
+// One sequence and no queue: while a request holds the sequence, another gets 503 with
+// Retry-After, and the first is answered whole. The holder is a stream of 192 one-token steps
+// and the second request is sent from inside its first chunk, so it arrives with ~191 forwards
+// of the holder still to run, however fast or slow the host.
+TEST(Server, AFullServerSays503) {
+    Server s({"--parallel", "1", "--queue", "0", "--max-gen", "192", "--block", "192"});
+    ASSERT_GT(s.port, 0);
+    httplib::Client c = client(s.port);
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/completions";
+    req.body = json{{"prompt", kPrompts[0]}, {"max_tokens", 192}, {"policy", "vanilla"},
+                    {"steps", 192},          {"stream", true},    {"diffusion_events", true}}
+                   .dump();
+    req.set_header("Content-Type", "application/json");
+    int probe_status = 0;
+    std::string retry_after, stream;
+    req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+        if (stream.empty()) {
+            httplib::Client p = client(s.port);
+            auto r =
+                p.Post("/v1/completions", json{{"prompt", kPrompts[1]}, {"max_tokens", 8}}.dump(),
+                       "application/json");
+            if (r) {
+                probe_status = r->status;
+                retry_after = r->get_header_value("Retry-After");
+            }
+        }
+        stream.append(data, n);
+        return true;
+    };
+    auto res = c.send(req);
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 200);
+    EXPECT_EQ(probe_status, 503);
+    EXPECT_EQ(retry_after, "1");
+    EXPECT_NE(stream.find("data: [DONE]"), std::string::npos) << stream.substr(0, 200);
+    // Once the holder is done the sequence is free again.
+    auto r = c.Post("/v1/completions", json{{"prompt", kPrompts[1]}, {"max_tokens", 8}}.dump(),
+                    "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << r->body;
+}
+
 TEST(Server, ApiKeyTimeoutUnknownEndpointsAndACleanStop) {
     Server s({"--api-key", "sesame", "--timeout", "0.001"});
     ASSERT_GT(s.port, 0);
-    httplib::Client c("127.0.0.1", s.port);
+    httplib::Client c = client(s.port);
     const std::string body = json{
         {"prompt", kPrompts[0]},
         {"max_tokens", 32},
@@ -758,7 +817,7 @@ TEST(Server, ADisconnectedStreamFreesItsSlot) {
              {"diffusion_events", true}}
             .dump();
     {
-        httplib::Client c("127.0.0.1", s.port);
+        httplib::Client c = client(s.port);
         int chunks = 0;
         httplib::Request req;
         req.method = "POST";
@@ -771,9 +830,13 @@ TEST(Server, ADisconnectedStreamFreesItsSlot) {
         c.send(req);
         EXPECT_GE(chunks, 1);
     }
-    httplib::Client c("127.0.0.1", s.port);
+    // The server notices at its next write, one step later: asked again until then (503s), up
+    // to the test's own time limit rather than a count of tries that a slow host can outlast.
+    httplib::Client c = client(s.port);
     int status = 0;
-    for (int attempt = 0; attempt < 100 && status != 200; ++attempt) {
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(kClientLimitSeconds);
+    while (status != 200 && std::chrono::steady_clock::now() < deadline) {
         auto r = c.Post("/v1/completions", json{{"prompt", kPrompts[1]}, {"max_tokens", 32}}.dump(),
                         "application/json");
         status = r ? r->status : 0;
@@ -801,8 +864,7 @@ TEST(Server, RequestsTakeTheirPolicysRowsOfTheSharedSession) {
     std::vector<std::thread> ts;
     for (int i = 0; i < 2; ++i) {
         ts.emplace_back([&, i] {
-            httplib::Client ci("127.0.0.1", s.port);
-            ci.set_read_timeout(120);
+            httplib::Client ci = client(s.port);
             auto r = ci.Post("/v1/completions", body(i), "application/json");
             if (!r) return;
             status[i] = r->status;
@@ -813,7 +875,7 @@ TEST(Server, RequestsTakeTheirPolicysRowsOfTheSharedSession) {
     }
     for (auto& t : ts)
         t.join();
-    httplib::Client c("127.0.0.1", s.port);
+    httplib::Client c = client(s.port);
     for (int i = 0; i < 2; ++i) {
         EXPECT_EQ(status[i], 200) << got[i];
         auto r = c.Post("/v1/completions", body(i), "application/json");
@@ -823,7 +885,7 @@ TEST(Server, RequestsTakeTheirPolicysRowsOfTheSharedSession) {
     }
     Server one({"--parallel", "1", "--max-prompt", "16"});
     ASSERT_GT(one.port, 0);
-    httplib::Client c1("127.0.0.1", one.port);
+    httplib::Client c1 = client(one.port);
     auto r = c1.Post("/v1/completions", body(0), "application/json");
     ASSERT_TRUE(r);
     EXPECT_NE(r->body.find("window rows per step; this server has 48"), std::string::npos)
@@ -852,8 +914,7 @@ TEST(Server, ReviseTailDenseAnswersAsAlone) {
     std::vector<std::thread> ts;
     for (int i = 0; i < 2; ++i) {
         ts.emplace_back([&, i] {
-            httplib::Client ci("127.0.0.1", s.port);
-            ci.set_read_timeout(120);
+            httplib::Client ci = client(s.port);
             auto r = ci.Post("/v1/completions", body(i), "application/json");
             if (r) got[i] = r->status == 200 ? json::parse(r->body) : json{{"error", r->body}};
         });
@@ -864,7 +925,7 @@ TEST(Server, ReviseTailDenseAnswersAsAlone) {
     // and of the CPU path on a server without the flag (nfe does not).
     Server cpu_tail({"--parallel", "1", "--max-prompt", "32"});
     ASSERT_GT(cpu_tail.port, 0);
-    httplib::Client c("127.0.0.1", cpu_tail.port);
+    httplib::Client c = client(cpu_tail.port);
     for (int i = 0; i < 2; ++i) {
         ASSERT_TRUE(got[i].contains("choices")) << got[i].dump();
         EXPECT_EQ(got[i]["choices"][0]["text"], want[i].text) << prompts[i];
@@ -886,8 +947,7 @@ TEST(Server, CfgRequestsWaitForTheirTwoSequences) {
     std::vector<std::thread> ts;
     for (int i = 0; i < 3; ++i) {
         ts.emplace_back([&, i] {
-            httplib::Client ci("127.0.0.1", s.port);
-            ci.set_read_timeout(120);
+            httplib::Client ci = client(s.port);
             const json body = {{"prompt", kPrompts[i]}, {"max_tokens", 32}};
             auto r = ci.Post("/v1/completions", body.dump(), "application/json");
             if (!r) return;
@@ -897,7 +957,7 @@ TEST(Server, CfgRequestsWaitForTheirTwoSequences) {
     }
     for (auto& t : ts)
         t.join();
-    httplib::Client c("127.0.0.1", s.port);
+    httplib::Client c = client(s.port);
     for (int i = 0; i < 3; ++i) {
         EXPECT_EQ(status[i], 200) << kPrompts[i];
         auto r = c.Post("/v1/completions", json{{"prompt", kPrompts[i]}, {"max_tokens", 32}}.dump(),
@@ -910,7 +970,7 @@ TEST(Server, CfgRequestsWaitForTheirTwoSequences) {
     // One sequence cannot hold a --cfg request: it fails with the reason, not an internal error.
     Server one({"--parallel", "1", "--cfg", "1.0"});
     ASSERT_GT(one.port, 0);
-    httplib::Client c1("127.0.0.1", one.port);
+    httplib::Client c1 = client(one.port);
     auto r = c1.Post("/v1/completions", json{{"prompt", kPrompts[0]}, {"max_tokens", 8}}.dump(),
                      "application/json");
     ASSERT_TRUE(r);

@@ -43,10 +43,25 @@ std::vector<float> read_f32(const fs::path& p) {
 // Shipped models are trained float32 weights exported by train/model.py; the engine computes
 // in float32 too, so only summation order differs: 1e-5 of max|logit| allowed (the random
 // fixtures with larger weights land at ~3e-6).
+// Every model file under models/ is one of the shipped models these tests hold to fixtures.
+TEST(ShippedModels, EveryModelFileIsTested) {
+    int files = 0;
+    for (const auto& e : fs::directory_iterator(fs::path(LLADA_SOURCE_DIR) / "models")) {
+        if (e.path().extension() != ".gguf") continue;
+        ++files;
+        const std::string stem = e.path().stem().string();
+        EXPECT_NE(std::find(std::begin(kModels), std::end(kModels), stem), std::end(kModels))
+            << e.path() << " has no fixture in tests/data/models (train/make_model_fixtures.py)";
+    }
+    EXPECT_EQ(files, static_cast<int>(std::size(kModels)));
+}
+
+// Every shipped model and its fixture are part of the tree: a missing one fails, by name.
 TEST(ShippedModels, LogitsMatchPyTorch) {
-    int checked = 0;
     for (const char* name : kModels) {
-        if (!fs::exists(model_path(name)) || !fs::exists(fixture(name, ".logits.f32"))) continue;
+        ASSERT_TRUE(fs::exists(model_path(name))) << model_path(name) << " is missing";
+        ASSERT_TRUE(fs::exists(fixture(name, ".logits.f32")))
+            << fixture(name, ".logits.f32") << " is missing";
         auto m = model::Model::load(model_path(name).string());
         std::ifstream tf(fixture(name, ".tokens.txt"));
         std::vector<int32_t> tok;
@@ -70,9 +85,7 @@ TEST(ShippedModels, LogitsMatchPyTorch) {
             err = std::max(err, std::fabs(double(got[i]) - want[i]));
         }
         EXPECT_LE(err / mx, 1e-5) << name;
-        ++checked;
     }
-    if (checked == 0) GTEST_SKIP() << "no shipped model with fixtures in this tree";
 }
 
 // llada-eval on the smoke slice, same setting as the reference. A problem's outcome can differ
@@ -98,9 +111,9 @@ TEST_P(EvalSmoke, SliceReproducesTheReference) {
     const char* name = GetParam();
     const bool long_model = std::string(name).ends_with("-l");
     const int limit = long_model ? kSmokeLimitLong : kSmokeLimit;
-    if (!fs::exists(model_path(name)) || !fs::exists(fixture(name, ".smoke.json"))) {
-        GTEST_SKIP() << name << " or its fixture is not in this tree";
-    }
+    ASSERT_TRUE(fs::exists(model_path(name))) << model_path(name) << " is missing";
+    ASSERT_TRUE(fs::exists(fixture(name, ".smoke.json")))
+        << fixture(name, ".smoke.json") << " is missing";
     {
         std::ifstream jf(fixture(name, ".smoke.json"));
         const auto rec = nlohmann::json::parse(jf);
