@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "tools/checkers.h"
 #include "util/error.h"
 
 namespace llada::tools {
@@ -112,6 +113,11 @@ std::optional<std::string> AnswerMatcher::extract(const std::string& generated) 
 bool AnswerMatcher::correct(const std::string& generated, const std::string& expected) const {
     auto got = extract(generated);
     return got && *got == normalise(expected);
+}
+
+bool score(const AnswerMatcher& matcher, const Problem& problem, const std::string& generated) {
+    if (has_checker(problem.task)) return check_answer(problem.task, problem.prompt, generated);
+    return matcher.correct(generated, problem.answer);
 }
 
 Interval wilson95(int64_t k, int64_t n) {

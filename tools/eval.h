@@ -40,6 +40,11 @@ class AnswerMatcher {
     void* code_ = nullptr;  // pcre2_code*, kept opaque to keep PCRE2 out of the header
 };
 
+// Whether a generation answers a problem: by the task's checker where it has one
+// (tools/checkers.h: tasks with many valid answers, whatever --answer-regex says), else by the
+// matcher's rule against the problem's answer.
+bool score(const AnswerMatcher& matcher, const Problem& problem, const std::string& generated);
+
 // The 95% Wilson score interval of k successes in n trials.
 struct Interval {
     double lo, hi;

@@ -270,11 +270,11 @@ int main(int argc, char** argv) {
                         const auto t = tools::choose_candidate(
                             c, *lm.tok, lm.ids, dec.select,
                             [&](const std::string& s) { return matcher.extract(s).value_or(""); });
-                        o.tts_vote = matcher.correct(t.texts[t.vote], pb.answer);
-                        o.tts_confidence = matcher.correct(t.texts[t.by_confidence], pb.answer);
-                        o.tts_first = matcher.correct(t.texts[0], pb.answer);
+                        o.tts_vote = tools::score(matcher, pb, t.texts[t.vote]);
+                        o.tts_confidence = tools::score(matcher, pb, t.texts[t.by_confidence]);
+                        o.tts_first = tools::score(matcher, pb, t.texts[0]);
                         for (const auto& text : t.texts)
-                            o.tts_pass = o.tts_pass || matcher.correct(text, pb.answer);
+                            o.tts_pass = o.tts_pass || tools::score(matcher, pb, text);
                         o.tts = tools::tts_json(t, dec.select);
                         o.res = std::move(c.candidates[t.chosen]);
                         o.res.stats.forwards = c.forwards;
@@ -286,7 +286,7 @@ int main(int argc, char** argv) {
                     const auto answer = o.res.answer(lm.ids);
                     o.answer_len = static_cast<int64_t>(answer.size());
                     o.generated = lm.tok->decode(answer, false);
-                    o.ok = matcher.correct(o.generated, pb.answer);
+                    o.ok = tools::score(matcher, pb, o.generated);
                     if (!o.res.revision_events.empty()) {
                         o.gold =
                             gold_revisions(o.res, lm.tok->encode(pb.answer, false, false), lm.ids);

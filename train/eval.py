@@ -125,7 +125,7 @@ def score_outputs(rows, outs):
     results = []
     for r, o in zip(rows, outs):
         text = vocab.decode(o)
-        ok = tasks.score(text, r["answer"])
+        ok = tasks.score(text, r["answer"], r["task"], r["prompt"])
         per[r["task"]][0] += int(ok)
         per[r["task"]][1] += 1
         results.append({"task": r["task"], "prompt": r["prompt"], "output": text, "ok": ok})

@@ -9,8 +9,11 @@ all-hard.jsonl, smoke-50.jsonl (the first problems of each <task>-test, 50 in al
 interleaved) and mix-1000.jsonl (the first 1000 / len(tasks) of each <task>-test, interleaved: the quicker set
 bench/quality.sh compares decoding policies on). The long suite (--suite long, tiny-llada-l's
 tasks) writes its per-task files the same way and its combined files with an "-l" suffix:
-all-test-l.jsonl, all-hard-l.jsonl, smoke-50-l.jsonl, mix-1000-l.jsonl. One JSON object per line: {"task", "prompt",
-"answer"}; see tasks.py for the tasks, the split and the scoring rule.
+all-test-l.jsonl, all-hard-l.jsonl, smoke-50-l.jsonl, mix-1000-l.jsonl; the real suite (--suite real,
+tiny-llada-r's; tasks_real.py) with an "-r" suffix, its hard files only for the tasks that have a
+hard variant (tasks.HARD_TASKS). One JSON object per line: {"task", "prompt", "answer"}; see tasks.py
+for the tasks, the split and the scoring rule (for the real suite's checker tasks the answer is
+one valid answer of many).
 """
 
 import argparse
@@ -29,18 +32,26 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.path.join(root, "models", "tasks"))
     ap.add_argument("--n", type=int, default=1000)
-    ap.add_argument("--hard", type=int, default=500)
+    ap.add_argument("--hard", type=int, help="hard problems per task (default 500; the real suite "
+                    "300: its hard rasc prompts number ~390 in the test split)")
     ap.add_argument("--suite", default="short", choices=sorted(tasks.SUITES))
     args = ap.parse_args()
     task_names = tasks.SUITES[args.suite][0]
-    sfx = "" if args.suite == "short" else "-l"
+    if args.hard is None:
+        args.hard = 300 if args.suite == "real" else 500
+    sfx = {"short": "", "long": "-l", "real": "-r"}[args.suite]
     os.makedirs(args.out, exist_ok=True)
     all_test, all_hard, per_task = [], [], {}
     for t in task_names:
         test = tasks.make_test_set(t, args.n, SEED)
-        hard = tasks.make_test_set(t, args.hard, SEED, hard=True)
-        tasks.write_jsonl(os.path.join(args.out, f"{t}-test.jsonl"), test)
-        tasks.write_jsonl(os.path.join(args.out, f"{t}-hard.jsonl"), hard)
+        hard = []
+        if t in tasks.HARD_TASKS[args.suite]:
+            hard = tasks.make_test_set(t, args.hard, SEED, hard=True)
+            # ladd's files belong to the long suite too: the same problems, written once.
+            if not (args.suite == "real" and t in tasks.LONG_TASKS):
+                tasks.write_jsonl(os.path.join(args.out, f"{t}-hard.jsonl"), hard)
+        if not (args.suite == "real" and t in tasks.LONG_TASKS):
+            tasks.write_jsonl(os.path.join(args.out, f"{t}-test.jsonl"), test)
         all_test += test
         all_hard += hard
         per_task[t] = test

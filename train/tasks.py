@@ -323,10 +323,21 @@ def gen_lcum(rng, hard=False):
     return f"lcum {digits}:", lcum_answer(digits), {"digits": digits}
 
 
+# The `real` suite (tasks_real.py): answers with many valid forms, scored by a checker.
+import tasks_real  # noqa: E402
+
+REAL_TASKS = ("rwalk", "rasc", "rsent", "ladd")
+
 GENERATORS = {"add": gen_add, "sub": gen_sub, "sort": gen_sort, "cum": gen_cum,
-              "ladd": gen_ladd, "lmul": gen_lmul, "lsub": gen_lsub, "lcum": gen_lcum}
+              "ladd": gen_ladd, "lmul": gen_lmul, "lsub": gen_lsub, "lcum": gen_lcum,
+              **tasks_real.GENERATORS_R}
 # suite name -> (tasks, generated tokens per problem, default block length)
-SUITES = {"short": (TASKS, GEN_LENGTH, GEN_LENGTH), "long": (LONG_TASKS, GEN_LENGTH_L, BLOCK_LENGTH_L)}
+SUITES = {"short": (TASKS, GEN_LENGTH, GEN_LENGTH), "long": (LONG_TASKS, GEN_LENGTH_L, BLOCK_LENGTH_L),
+          "real": (REAL_TASKS, tasks_real.GEN_LENGTH_R, tasks_real.BLOCK_LENGTH_R)}
+# Tasks of each suite that have a hard variant (every task but rsent).
+HARD_TASKS = {"short": TASKS, "long": LONG_TASKS, "real": tasks_real.HARD_TASKS_R}
+# Tasks scored by a checker rather than by equality with the reference answer.
+CHECKERS = tasks_real.CHECKERS
 
 
 # ---------------------------------------------------------------------------------------------
@@ -375,5 +386,9 @@ def normalize(text):
     return text.strip()
 
 
-def score(generated_text, answer):
+def score(generated_text, answer, task=None, prompt=None):
+    """The scoring rule: the task's checker where it has one (tasks_real.CHECKERS), else the
+    normalised text equals the reference answer."""
+    if task in CHECKERS:
+        return CHECKERS[task](prompt, normalize(generated_text))
     return normalize(generated_text) == normalize(answer)

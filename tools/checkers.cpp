@@ -1,0 +1,172 @@
+// The `real` suite's checkers (tools/checkers.h); train/tasks_real.py describes the tasks.
+#include "tools/checkers.h"
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "util/error.h"
+
+namespace llada::tools {
+namespace {
+
+std::string trim(const std::string& s) {
+    const char* ws = " \t\r\n\f\v";
+    const size_t a = s.find_first_not_of(ws);
+    if (a == std::string::npos) return "";
+    return s.substr(a, s.find_last_not_of(ws) - a + 1);
+}
+
+std::vector<std::string> split(const std::string& s, const std::string& sep) {
+    std::vector<std::string> out;
+    size_t at = 0;
+    for (size_t next; (next = s.find(sep, at)) != std::string::npos; at = next + sep.size())
+        out.push_back(s.substr(at, next - at));
+    out.push_back(s.substr(at));
+    return out;
+}
+
+bool starts_with(const std::string& s, const std::string& p) {
+    return s.compare(0, p.size(), p) == 0;
+}
+bool ends_with(const std::string& s, const std::string& p) {
+    return s.size() >= p.size() && s.compare(s.size() - p.size(), p.size(), p) == 0;
+}
+
+// rwalk: "walk c; a:bdf b:ace ... h:abf;" and a walk of 72 nodes along the listed edges.
+constexpr const char* kNodes = "abcdefgh";
+constexpr int kDegree = 3, kWalkN = 72;
+
+bool check_rwalk(const std::string& prompt, const std::string& text) {
+    if (!starts_with(prompt, "walk ") || !ends_with(prompt, ";")) return false;
+    const auto parts = split(prompt.substr(5, prompt.size() - 6), " ");
+    if (parts.size() != 9 || parts[0].size() != 2 || parts[0][1] != ';') return false;
+    std::map<char, std::string> adj;
+    for (size_t i = 1; i < parts.size(); ++i) {
+        const std::string& p = parts[i];
+        if (p.size() != 2 + kDegree || p[1] != ':') return false;
+        adj[p[0]] = p.substr(2);
+    }
+    std::string keys;
+    for (const auto& [k, v] : adj)
+        keys += k;
+    if (keys != kNodes) return false;
+    if (static_cast<int>(text.size()) != kWalkN || text[0] != parts[0][0]) return false;
+    for (size_t i = 1; i < text.size(); ++i) {
+        const auto it = adj.find(text[i - 1]);
+        if (it == adj.end() || it->second.find(text[i]) == std::string::npos) return false;
+    }
+    return true;
+}
+
+// rasc: "ascend N from LO to HI:" and N two-digit numbers, strictly ascending, in [LO, HI].
+std::optional<int> number(const std::string& s) {
+    if (s.empty() || s.size() > 4 || !std::all_of(s.begin(), s.end(), ::isdigit)) return {};
+    return std::stoi(s);
+}
+
+bool check_rasc(const std::string& prompt, const std::string& text) {
+    const auto w = split(prompt, " ");
+    if (w.size() != 6 || w[0] != "ascend" || w[2] != "from" || w[4] != "to" ||
+        !ends_with(w[5], ":"))
+        return false;
+    const auto n = number(w[1]), lo = number(w[3]), hi = number(w[5].substr(0, w[5].size() - 1));
+    if (!n || !lo || !hi) return false;
+    const auto nums = split(text, " ");
+    if (static_cast<int>(nums.size()) != *n) return false;
+    int prev = -1;
+    for (const std::string& s : nums) {
+        if (s.size() != 2 || s[0] == '0') return false;
+        const auto v = number(s);
+        if (!v || *v < *lo || *v > *hi || *v <= prev) return false;
+        prev = *v;
+    }
+    return true;
+}
+
+// rsent: five sentences "the <subject> <verb> <article> <object>." with agreement, each subject
+// the previous sentence's object (the first the prompt's), using only the prompt's four nouns
+// and four verbs: "story of the dogs; ant cat cow dog; fear like love mind:".
+constexpr std::array<const char*, 8> kNouns = {"ant", "ape", "bat", "bee",
+                                               "cat", "cow", "dog", "doe"};
+constexpr std::array<const char*, 8> kVerbs = {"fear", "find", "help", "hold",
+                                               "like", "love", "meet", "mind"};
+constexpr int kSentences = 5;
+constexpr size_t kCast = 4;
+
+bool in(const std::vector<std::string>& words, const std::string& w) {
+    return std::find(words.begin(), words.end(), w) != words.end();
+}
+template <size_t N>
+bool in(const std::array<const char*, N>& words, const std::string& w) {
+    return std::find_if(words.begin(), words.end(), [&](const char* x) { return w == x; }) !=
+           words.end();
+}
+
+struct Noun {
+    std::string noun;
+    bool plural = false;
+    bool operator==(const Noun&) const = default;
+};
+std::optional<Noun> parse_noun(const std::string& w, const std::vector<std::string>& nouns) {
+    if (in(nouns, w)) return Noun{w, false};
+    if (ends_with(w, "s") && in(nouns, w.substr(0, w.size() - 1)))
+        return Noun{w.substr(0, w.size() - 1), true};
+    return {};
+}
+
+bool check_rsent(const std::string& prompt, const std::string& text) {
+    const std::string head = "story of the ";
+    if (!starts_with(prompt, head) || !ends_with(prompt, ":")) return false;
+    const auto parts = split(prompt.substr(head.size(), prompt.size() - head.size() - 1), "; ");
+    if (parts.size() != 3) return false;
+    const auto nouns = split(parts[1], " "), verbs = split(parts[2], " ");
+    if (nouns.size() != kCast || verbs.size() != kCast) return false;
+    for (const auto& n : nouns)
+        if (!in(kNouns, n)) return false;
+    for (const auto& v : verbs)
+        if (!in(kVerbs, v)) return false;
+    auto subj = parse_noun(parts[0], nouns);
+    if (!subj || !ends_with(text, ".")) return false;
+    const auto sentences = split(text.substr(0, text.size() - 1), ". ");
+    if (static_cast<int>(sentences.size()) != kSentences) return false;
+    for (const std::string& s : sentences) {
+        const auto w = split(s, " ");
+        if (w.size() != 5 || w[0] != "the" || parse_noun(w[1], nouns) != subj) return false;
+        const std::string& verb = w[2];
+        if (subj->plural ? !in(verbs, verb)
+                         : !(ends_with(verb, "s") && in(verbs, verb.substr(0, verb.size() - 1))))
+            return false;
+        const auto obj = parse_noun(w[4], nouns);
+        if (!obj) return false;
+        const std::string& art = w[3];
+        if (art == "a" || art == "an") {
+            const bool vowel = std::string("aeiou").find(obj->noun[0]) != std::string::npos;
+            if (art != (vowel ? "an" : "a") || obj->plural) return false;
+        } else if (art == "two") {
+            if (!obj->plural) return false;
+        } else if (art != "the") {
+            return false;
+        }
+        subj = obj;
+    }
+    return true;
+}
+
+}  // namespace
+
+bool has_checker(const std::string& task) {
+    return task == "rwalk" || task == "rasc" || task == "rsent";
+}
+
+bool check_answer(const std::string& task, const std::string& prompt, const std::string& text) {
+    const std::string t = trim(text);
+    if (task == "rwalk") return check_rwalk(prompt, t);
+    if (task == "rasc") return check_rasc(prompt, t);
+    if (task == "rsent") return check_rsent(prompt, t);
+    throw Error("task '" + task + "' has no answer checker (rwalk, rasc, rsent have)");
+}
+
+}  // namespace llada::tools
