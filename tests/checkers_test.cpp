@@ -34,10 +34,13 @@ TEST(Checkers, HandMadeVerdicts) {
 // of many) and the regex; other tasks compare with the answer.
 TEST(Checkers, ScoreUsesTheCheckerOnlyForItsTasks) {
     const tools::AnswerMatcher exact;
-    const tools::Problem rasc{"rasc", "ascend 3 from 10 to 20:", "10 11 12"};
-    EXPECT_TRUE(tools::score(exact, rasc, "10 11 12"));
-    EXPECT_TRUE(tools::score(exact, rasc, " 13 17 20\n"));  // another valid answer
-    EXPECT_FALSE(tools::score(exact, rasc, "13 17 21"));
+    const tools::Problem pick{"rpick",
+                              "pick 2 of a10 b11 c12 d13 e14 f15 g16 h17 i18 j19 k20 l21 m22 n23 "
+                              "o24 p25 q26 r27 s28 t29:",
+                              "a10 b11"};
+    EXPECT_TRUE(tools::score(exact, pick, "a10 b11"));
+    EXPECT_TRUE(tools::score(exact, pick, " t29 c12\n"));  // another valid answer
+    EXPECT_FALSE(tools::score(exact, pick, "t29 t29"));
     const tools::Problem ladd{"ladd", "0000000001+0000000002=", "exact"};
     EXPECT_TRUE(tools::score(exact, ladd, " exact "));
     EXPECT_FALSE(tools::score(exact, ladd, "exacts"));

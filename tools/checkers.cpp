@@ -61,29 +61,31 @@ bool check_rwalk(const std::string& prompt, const std::string& text) {
     return true;
 }
 
-// rasc: "ascend N from LO to HI:" and N two-digit numbers, strictly ascending, in [LO, HI].
-std::optional<int> number(const std::string& s) {
-    if (s.empty() || s.size() > 4 || !std::all_of(s.begin(), s.end(), ::isdigit)) return {};
-    return std::stoi(s);
+// rpick: "pick N of a18 c58 ... z73:" (20 items, a letter and two digits each) and N distinct
+// items of the list, in any order.
+constexpr size_t kPickItems = 20;
+
+bool item(const std::string& w) {
+    return w.size() == 3 && w[0] >= 'a' && w[0] <= 'z' && std::isdigit(uint8_t(w[1])) &&
+           std::isdigit(uint8_t(w[2]));
 }
 
-bool check_rasc(const std::string& prompt, const std::string& text) {
+bool check_rpick(const std::string& prompt, const std::string& text) {
     const auto w = split(prompt, " ");
-    if (w.size() != 6 || w[0] != "ascend" || w[2] != "from" || w[4] != "to" ||
-        !ends_with(w[5], ":"))
+    if (w.size() != 3 + kPickItems || w[0] != "pick" || w[2] != "of" || !ends_with(w.back(), ":"))
         return false;
-    const auto n = number(w[1]), lo = number(w[3]), hi = number(w[5].substr(0, w[5].size() - 1));
-    if (!n || !lo || !hi) return false;
-    const auto nums = split(text, " ");
-    if (static_cast<int>(nums.size()) != *n) return false;
-    int prev = -1;
-    for (const std::string& s : nums) {
-        if (s.size() != 2 || s[0] == '0') return false;
-        const auto v = number(s);
-        if (!v || *v < *lo || *v > *hi || *v <= prev) return false;
-        prev = *v;
-    }
-    return true;
+    if (w[1].empty() || w[1].size() > 3 || !std::all_of(w[1].begin(), w[1].end(), ::isdigit))
+        return false;
+    const size_t n = std::stoul(w[1]);
+    std::vector<std::string> items(w.begin() + 3, w.end());
+    items.back().pop_back();  // the ':'
+    if (!std::all_of(items.begin(), items.end(), item)) return false;
+    auto picks = split(text, " ");
+    if (picks.size() != n) return false;
+    for (const auto& p : picks)
+        if (std::find(items.begin(), items.end(), p) == items.end()) return false;
+    std::sort(picks.begin(), picks.end());
+    return std::adjacent_find(picks.begin(), picks.end()) == picks.end();
 }
 
 // rsent: five sentences "the <subject> <verb> <article> <object>." with agreement, each subject
@@ -158,15 +160,15 @@ bool check_rsent(const std::string& prompt, const std::string& text) {
 }  // namespace
 
 bool has_checker(const std::string& task) {
-    return task == "rwalk" || task == "rasc" || task == "rsent";
+    return task == "rwalk" || task == "rpick" || task == "rsent";
 }
 
 bool check_answer(const std::string& task, const std::string& prompt, const std::string& text) {
     const std::string t = trim(text);
     if (task == "rwalk") return check_rwalk(prompt, t);
-    if (task == "rasc") return check_rasc(prompt, t);
+    if (task == "rpick") return check_rpick(prompt, t);
     if (task == "rsent") return check_rsent(prompt, t);
-    throw Error("task '" + task + "' has no answer checker (rwalk, rasc, rsent have)");
+    throw Error("task '" + task + "' has no answer checker (rwalk, rpick, rsent have)");
 }
 
 }  // namespace llada::tools

@@ -8,7 +8,7 @@
 
 namespace llada::tools {
 
-// Whether `task` is scored by a checker (rwalk, rasc, rsent).
+// Whether `task` is scored by a checker (rwalk, rpick, rsent).
 bool has_checker(const std::string& task);
 
 // The checker's verdict on a generation (surrounding whitespace ignored) for `prompt`; false for

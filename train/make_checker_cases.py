@@ -17,8 +17,9 @@ _W += "a" + "bcdbeafdgchfbeh" * 3  # h:a, then the same cycle (a:b ... e:h) thre
 _W += "abcdbeafd"  # h:a a:b b:c c:d d:b b:e e:a a:f f:d
 assert len(_W) == 72, len(_W)
 
-ASC_PROMPT = "ascend 16 from 11 to 47:"
-ASC = "11 12 16 18 23 24 28 31 32 34 37 40 42 45 46 47"
+PICK_PROMPT = ("pick 14 of a18 c58 d99 f92 i41 j30 k26 m35 n80 o94 q25 r14 s20 t43 u70 v64 w43 "
+               "x69 y13 z73:")
+PICK = "m35 y13 k26 w43 a18 q25 d99 f92 s20 n80 c58 o94 i41 j30"
 
 SENT_PROMPT = "story of the bees; ape bee cat dog; fear hold like mind:"
 SENT = ("the bees like a cat. the cat fears two dogs. the dogs hold an ape. "
@@ -26,7 +27,7 @@ SENT = ("the bees like a cat. the cat fears two dogs. the dogs hold an ape. "
 
 
 def cases():
-    w, a, s = WALK_PROMPT, ASC_PROMPT, SENT_PROMPT
+    w, k, s = WALK_PROMPT, PICK_PROMPT, SENT_PROMPT
     return [
         # rwalk
         ("rwalk", w, _W, True, "a walk of 72 nodes along listed edges"),
@@ -39,20 +40,20 @@ def cases():
         ("rwalk", w, _W[:10] + " " + _W[11:], False, "a space inside the walk"),
         ("rwalk", w, _W[:20] + "z" + _W[21:], False, "z is not a node"),
         ("rwalk", "walk c; a:bdf;", _W, False, "the prompt lists one node, not eight"),
-        # rasc
-        ("rasc", a, ASC, True, "16 ascending numbers in [11, 47]"),
-        ("rasc", a, "11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26", True, "the tightest start"),
-        ("rasc", a, "32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47", True, "the tightest end"),
-        ("rasc", a, ASC.replace(" 47", ""), False, "15 numbers"),
-        ("rasc", a, ASC + " 48", False, "17 numbers (and 48 is past 47)"),
-        ("rasc", a, ASC.replace("46 47", "47 46"), False, "46 after 47: not ascending"),
-        ("rasc", a, ASC.replace("31 32", "31 31"), False, "31 twice: not strictly ascending"),
-        ("rasc", a, "10" + ASC[2:], False, "10 is below the range's 11"),
-        ("rasc", a, ASC[:-2] + "48", False, "48 is above the range's 47"),
-        ("rasc", a, ASC.replace("16", "016"), False, "a number written with three digits"),
-        ("rasc", a, ASC.replace(" ", "  ", 1), False, "two spaces between numbers"),
-        ("rasc", a, ASC.replace(" ", ",", 1), False, "a comma for a space"),
-        ("rasc", "ascend sixteen from 11 to 47:", ASC, False, "the prompt's count is not a number"),
+        # rpick
+        ("rpick", k, PICK, True, "14 distinct items of the list"),
+        ("rpick", k, " ".join(reversed(PICK.split(" "))), True, "any order"),
+        ("rpick", k, PICK.replace("m35", "t43"), True,
+         "w43 and t43 are two items (same digits)"),
+        ("rpick", k, PICK.rsplit(" ", 1)[0], False, "13 items"),
+        ("rpick", k, PICK + " v64", False, "15 items"),
+        ("rpick", k, PICK.replace("m35", "j30"), False, "j30 twice"),
+        ("rpick", k, PICK.replace("m35", "m53"), False, "m53 is not in the list (m35 is)"),
+        ("rpick", k, PICK.replace("m35", "b35"), False, "b35 is not in the list"),
+        ("rpick", k, PICK.replace(" ", "  ", 1), False, "two spaces between items"),
+        ("rpick", k, PICK.replace(" ", ",", 1), False, "a comma for a space"),
+        ("rpick", k.replace("a18 ", ""), PICK.replace("a18", "c58"), False,
+         "the prompt lists 19 items, not 20"),
         # rsent
         ("rsent", s, SENT, True, "five sentences, each subject the previous object"),
         ("rsent", s, SENT.replace("like a cat", "likes a cat"), False,
