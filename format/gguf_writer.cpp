@@ -1,6 +1,8 @@
 // GGUF v3 writer for tools and tests: metadata of every type, tensors streamed one at a time.
 #include "format/gguf_writer.h"
 
+#include "format/output_file.h"
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -232,23 +234,19 @@ std::vector<uint8_t> GgufWriter::header() const {
 }
 
 void GgufWriter::write(const std::string& path) const {
-    std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "wb"), &std::fclose);
-    if (!f) throw Error("cannot create '" + path + "': " + std::strerror(errno));
-    auto put_bytes = [&](const uint8_t* p, size_t n) {
-        if (n > 0 && std::fwrite(p, 1, n, f.get()) != n) {
-            throw Error("write to '" + path + "' failed: " + std::strerror(errno));
-        }
-    };
+    // Written aside and renamed (format/output_file.h): a failed or interrupted write leaves the
+    // old file, which may be the mmapped input of this very tool, untouched.
+    OutputFile f(path);
     std::vector<uint8_t> h = header();
-    put_bytes(h.data(), h.size());
+    f.write(h.data(), h.size());
     std::vector<uint8_t> buf;
     for (const auto& t : tensors_) {
         uint64_t padded = (t.n_bytes + alignment_ - 1) / alignment_ * alignment_;
         buf.assign(padded, 0);
         t.fill(buf.data(), t.n_bytes);
-        put_bytes(buf.data(), buf.size());
+        f.write(buf.data(), buf.size());
     }
-    if (std::fflush(f.get()) != 0) throw Error("write to '" + path + "' failed");
+    f.commit();
 }
 
 std::vector<uint8_t> GgufWriter::to_bytes() const {

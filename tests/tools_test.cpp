@@ -1,6 +1,7 @@
 // The command-line tools as a user runs them: llada-cli's JSON output against the library,
 // the prompt paths, the default-model search, and the error messages.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -433,4 +434,73 @@ TEST(Tools, EveryJsonModePrintsOneDocumentAlone) {
         EXPECT_NO_THROW(j = nlohmann::json::parse(r.out)) << name << ": " << r.out;
         EXPECT_TRUE(j.is_object()) << name;
     }
+}
+
+// No tool destroys its input (format/output_file.h): llada-quantize refuses to write over the
+// file it reads, by any path, before writing anything; a re-quantisation into another file
+// leaves the input's bytes as they were.
+TEST(OutputFiles, QuantizeRefusesItsOwnInputByEveryPath) {
+    const fs::path d = fs::temp_directory_path() / ("quantize-own-" + std::to_string(getpid()));
+    fs::remove_all(d);
+    fs::create_directories(d);
+    const fs::path m = d / "m.gguf";
+    fs::copy_file(fixture_model(), m);
+    fs::create_symlink(m, d / "link.gguf");
+    const auto before = fs::file_size(m);
+    std::ifstream f0(m, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(f0)), std::istreambuf_iterator<char>());
+    for (const std::string& out :
+         {m.string(), (d / "link.gguf").string(), (d / "." / "m.gguf").string()}) {
+        Result r = run(bin("llada-quantize") + " --in " + m.string() + " --out " + out +
+                       " --type Q8_0 -t 1 --no-progress");
+        EXPECT_EQ(r.status, 1) << out;
+        EXPECT_NE(r.err.find("is the input"), std::string::npos) << r.err;
+        ASSERT_EQ(fs::file_size(m), before) << out;
+    }
+    Result ok = run(bin("llada-quantize") + " --in " + (d / "link.gguf").string() + " --out " +
+                    (d / "q8.gguf").string() + " --type Q8_0 -t 1 --no-progress");
+    EXPECT_EQ(ok.status, 0) << ok.err;
+    std::ifstream f1(m, std::ios::binary);
+    EXPECT_EQ(std::string((std::istreambuf_iterator<char>(f1)), std::istreambuf_iterator<char>()),
+              bytes);
+    fs::remove_all(d);
+}
+
+// A write killed half-way (SIGKILL: no handler runs) leaves the old target whole: the bytes
+// went to a temporary file beside it, renamed only once complete. The target here is a model
+// that the write would replace; the kill lands while the temporary file is being written.
+TEST(OutputFiles, AKilledWriteLeavesTheOldFile) {
+    const fs::path d = fs::temp_directory_path() / ("killed-write-" + std::to_string(getpid()));
+    fs::remove_all(d);
+    fs::create_directories(d);
+    const fs::path target = d / "model.gguf";
+    fs::copy_file(fixture_model(), target);
+    const auto before = fs::file_size(target);
+    const pid_t pid = fork();
+    if (pid == 0) {
+        const std::string q = bin("llada-quantize");
+        execl(q.c_str(), q.c_str(), "--synthetic", "d=512,layers=4,heads=8,ffn=1408,vocab=32000",
+              "--type", "F32", "--out", target.c_str(), "-t", "1", "--no-progress",
+              static_cast<char*>(nullptr));
+        _exit(127);
+    }
+    // Until a temporary file beside the target holds bytes (or the process ends).
+    fs::path tmp;
+    int status = 0;
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+        for (const auto& e : fs::directory_iterator(d)) {
+            if (e.path() != target && e.file_size() > (1 << 20)) tmp = e.path();
+        }
+        if (!tmp.empty()) break;
+        usleep(1000);
+    }
+    ASSERT_FALSE(tmp.empty()) << "the write ended before it could be interrupted";
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFSIGNALED(status));
+    EXPECT_EQ(fs::file_size(target), before);
+    EXPECT_EQ(model::Model::load(target.string())->hparams().n_vocab,
+              model::Model::load(fixture_model())->hparams().n_vocab);
+    EXPECT_EQ(tmp.filename().string().rfind(".model.gguf.tmp-", 0), 0u) << tmp;
+    fs::remove_all(d);
 }

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "decode/policy.h"
+#include "format/output_file.h"
 #include "runtime/device.h"
 #include "tools/common.h"
 #include "tools/display.h"
@@ -61,6 +62,8 @@ int main(int argc, char** argv) {
             throw Error("--chat cannot be combined with --prompt-tokens (ids are used as given)");
         }
         if (model_path.empty()) model_path = tools::find_default_model(argv[0]);
+        if (!trace_out.empty())
+            format::refuse_overwriting_input(trace_out, {model_path, prompt_file});
         tools::LoadedModel lm = tools::load_model(model_path);
         dec.finish(args, *lm.model);
 
@@ -123,9 +126,11 @@ int main(int argc, char** argv) {
         if (display) view.finish();
 
         if (!trace_out.empty()) {
-            std::ofstream f(trace_out);
-            if (!f) throw Error("cannot create '" + trace_out + "'");
-            f << tools::trace_json(res, dec.opt, model_path, policy->name()).dump() << "\n";
+            format::OutputFile f(trace_out);
+            const std::string line =
+                tools::trace_json(res, dec.opt, model_path, policy->name()).dump() + "\n";
+            f.write(line.data(), line.size());
+            f.commit();
         }
         const std::vector<int32_t> answer = res.answer(lm.ids);
         const std::string text = lm.tok->decode(answer, false);

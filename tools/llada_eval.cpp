@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "decode/policy.h"
+#include "format/output_file.h"
 #include "runtime/device.h"
 #include "tools/common.h"
 #include "tools/eval.h"
@@ -203,6 +204,11 @@ int main(int argc, char** argv) {
         if (!args.parse(argc, argv)) return 0;
         if (tasks_path.empty()) throw Error("--tasks FILE is required");
         if (model_path.empty()) model_path = tools::find_default_model(argv[0]);
+        for (const std::string& o : {out_path, trace_out}) {
+            if (!o.empty()) format::refuse_overwriting_input(o, {tasks_path, model_path});
+        }
+        if (!out_path.empty() && out_path == trace_out)
+            throw Error("--out and --trace-out name the same file '" + out_path + "'");
 
         std::vector<tools::Problem> problems = tools::read_problems(tasks_path);
         if (limit > 0 && static_cast<size_t>(limit) < problems.size()) problems.resize(limit);
@@ -233,11 +239,10 @@ int main(int argc, char** argv) {
                 tools::resolve_tts(dec, *lm.model, *workers[0].device, static_cast<int>(longest));
         }
 
-        std::FILE* out = nullptr;
-        if (!out_path.empty()) {
-            out = std::fopen(out_path.c_str(), "w");
-            if (!out) throw Error("cannot create '" + out_path + "'");
-        }
+        // Written aside and renamed at the end (format/output_file.h).
+        std::unique_ptr<format::OutputFile> out_file;
+        if (!out_path.empty()) out_file = std::make_unique<format::OutputFile>(out_path);
+        std::FILE* out = out_file ? out_file->get() : nullptr;
         const bool show_progress = !no_progress && isatty(fileno(stderr));
         std::map<std::string, Tally> per_task;
         Tally all;
@@ -356,16 +361,16 @@ int main(int argc, char** argv) {
             if (show_progress && workers.size() == 1)
                 progress(static_cast<int>(i + 1), static_cast<int>(problems.size()), all.correct);
         }
-        if (out) std::fclose(out);
+        if (out_file) out_file->commit();
         if (!trace_out.empty()) {
-            std::FILE* tf = std::fopen(trace_out.c_str(), "w");
-            if (!tf) throw Error("cannot create '" + trace_out + "'");
+            format::OutputFile tf(trace_out);
             for (size_t i = 0; i < problems.size(); ++i) {
                 auto j = tools::trace_json(outcomes[i].res, dec.opt, model_path, policy.name());
                 j["problem"] = i;
-                std::fprintf(tf, "%s\n", j.dump().c_str());
+                const std::string line = j.dump() + "\n";
+                tf.write(line.data(), line.size());
             }
-            std::fclose(tf);
+            tf.commit();
         }
         if (show_progress) std::fputs("\n", stderr);
         const double elapsed =

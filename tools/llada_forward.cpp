@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "format/output_file.h"
 #include "model/model.h"
 #include "runtime/device.h"
 #include "tools/common.h"
@@ -27,6 +28,7 @@ int main(int argc, char** argv) {
         if (!args.parse(argc, argv)) return 0;
         if (model_path.empty()) throw Error("-m/--model is required");
         if (out_path.empty()) throw Error("--out is required");
+        format::refuse_overwriting_input(out_path, {model_path, tokens_file});
         if (tokens_text.empty() == tokens_file.empty()) {
             throw Error("give exactly one of --tokens and --tokens-file");
         }
@@ -50,11 +52,9 @@ int main(int argc, char** argv) {
         int32_t kv_len = n;
         runtime::Batch b{n, tokens.data(), pos.data(), seq.data(), n, rows.data(), &kv_len};
         const float* logits = session.forward(b);
-        std::FILE* f = std::fopen(out_path.c_str(), "wb");
-        if (!f) throw Error("cannot create '" + out_path + "'");
-        const size_t count = static_cast<size_t>(n) * hp.n_vocab;
-        const bool ok = std::fwrite(logits, sizeof(float), count, f) == count;
-        if (std::fclose(f) != 0 || !ok) throw Error("writing '" + out_path + "' failed");
+        format::OutputFile f(out_path);
+        f.write(logits, static_cast<size_t>(n) * hp.n_vocab * sizeof(float));
+        f.commit();
         std::fprintf(stderr, "wrote %d x %lld logits to %s\n", n,
                      static_cast<long long>(hp.n_vocab), out_path.c_str());
         return 0;

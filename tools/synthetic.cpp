@@ -12,6 +12,7 @@
 
 #include "format/gguf.h"
 #include "format/gguf_writer.h"
+#include "format/output_file.h"
 #include "model/hf_model.h"
 #include "quant/blocks.h"
 #include "quant/tile.h"
@@ -428,6 +429,7 @@ void requantize(const std::string& in, const std::string& out, format::TensorTyp
 
 void requantize(const std::string& in, const std::string& out, const FileType& ft,
                 runtime::ThreadPool& pool, bool pure, bool progress) {
+    format::refuse_overwriting_input(out, {in});
     auto f = model::open_model_file(in);
     const ModelFacts facts = model_facts(*f);
     format::GgufWriter w;
