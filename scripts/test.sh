@@ -14,12 +14,19 @@ cd "$(dirname "$0")/.."
 start=$(date +%s)
 stage_start=$start
 stages=""
+# The CPU time (user + system) of everything this script has run and waited for, in seconds:
+# beside a stage's wall time it says how well the stage used the cores, and it varies less
+# than wall time between a loaded and an idle host.
+cpu() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%d", ($16 + $17) / hz }' /proc/$$/stat 2> /dev/null || echo 0; }
+stage_cpu=$(cpu)
 stage() {  # stage NAME: the time since the previous stage ended
     now=$(date +%s)
-    echo "test.sh: $1 took $((now - stage_start)) s"
-    stages="$stages  $1: $((now - stage_start)) s
+    c=$(cpu)
+    echo "test.sh: $1 took $((now - stage_start)) s (CPU $((c - stage_cpu)) s)"
+    stages="$stages  $1: $((now - stage_start)) s (CPU $((c - stage_cpu)) s)
 "
     stage_start=$now
+    stage_cpu=$c
 }
 host() {
     cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2> /dev/null | head -1)
