@@ -18,82 +18,21 @@
 #include "format/gguf.h"
 #include "format/gguf_writer.h"
 #include "runtime/device.h"
+#include "server_util.h"
 #include "tools/common.h"
 
 using namespace llada;
 using json = nlohmann::json;
+using llada::test::client;
+using llada::test::kClientLimitSeconds;
+using llada::test::Server;
 namespace fs = std::filesystem;
 
 namespace {
 
 std::string model() {
-    return (fs::path(LLADA_SOURCE_DIR) / "models" / "tiny-llada-m.gguf").string();
+    return llada::test::test_model();
 }
-
-// A client of a test server. Its timeouts are the test's own time limit (ctest's 300 s, less a
-// margin), not cpp-httplib's 5 s default: a request's time depends on the host and on a
-// sanitizer's slowdown, and a test must fail on what the server answers, never on how fast.
-constexpr time_t kClientLimitSeconds = 280;
-httplib::Client client(int port) {
-    httplib::Client c("127.0.0.1", port);
-    c.set_connection_timeout(kClientLimitSeconds);
-    c.set_read_timeout(kClientLimitSeconds);
-    c.set_write_timeout(kClientLimitSeconds);
-    return c;
-}
-
-// A server process on a free port, stopped at the end.
-struct Server {
-    pid_t pid = -1;
-    int port = 0;
-    explicit Server(const std::vector<std::string>& extra,
-                    const std::string& model_path = model()) {
-        int fd[2];
-        if (pipe(fd) != 0) return;
-        pid = fork();
-        if (pid == 0) {
-            dup2(fd[1], 1);
-            close(fd[0]);
-            std::vector<std::string> a = {(fs::path(LLADA_BIN_DIR) / "llada-server").string(),
-                                          "-m",
-                                          model_path,
-                                          "--port",
-                                          "0",
-                                          "-t",
-                                          "1"};
-            // The tests' defaults, unless `extra` gives its own.
-            for (const char* flag : {"--max-gen", "--block"}) {
-                if (std::find(extra.begin(), extra.end(), flag) == extra.end()) {
-                    a.push_back(flag);
-                    a.push_back(flag == std::string("--block") ? "8" : "32");
-                }
-            }
-            a.insert(a.end(), extra.begin(), extra.end());
-            std::vector<char*> argv;
-            for (auto& s : a)
-                argv.push_back(s.data());
-            argv.push_back(nullptr);
-            execv(argv[0], argv.data());
-            _exit(127);
-        }
-        close(fd[1]);
-        FILE* f = fdopen(fd[0], "r");
-        char line[128] = {0};
-        if (f && std::fgets(line, sizeof(line), f)) std::sscanf(line, "listening %d", &port);
-        if (f) fclose(f);
-    }
-    // SIGTERM; the exit status (0: a clean exit).
-    int stop() {
-        int status = -1;
-        if (pid > 0) {
-            kill(pid, SIGTERM);
-            waitpid(pid, &status, 0);
-            pid = -1;
-        }
-        return status;
-    }
-    ~Server() { stop(); }
-};
 
 // The server's defaults for a request of `gen` positions: block 8, threshold 0.9, one token
 // per step otherwise.
@@ -301,9 +240,12 @@ TEST(Server, AnswersAreTheLibrarysAloneOrBatched) {
     for (int i = 0; i < 4; ++i) {
         ts.emplace_back([&, i] {
             httplib::Client ci = client(s.port);
-            const json body = {{"prompt", kPrompts[i]},     {"max_tokens", mixed[i].gen},
-                               {"policy", mixed[i].policy}, {"threshold", mixed[i].threshold},
-                               {"temperature", 1.0},        {"seed", 20 + i}};
+            json body = {{"prompt", kPrompts[i]},
+                         {"max_tokens", mixed[i].gen},
+                         {"policy", mixed[i].policy},
+                         {"temperature", 1.0},
+                         {"seed", 20 + i}};
+            if (mixed[i].threshold > 0) body["threshold"] = mixed[i].threshold;
             auto r = ci.Post("/v1/completions", body.dump(), "application/json");
             if (r && r->status == 200) got_mixed[i] = json::parse(r->body)["choices"][0]["text"];
         });
@@ -681,7 +623,8 @@ TEST(Server, BadRequestsAreNamedAndAFullServerSays503) {
                   .find("'diffusion_events' must be a boolean"),
               std::string::npos);
     // The decoder's combination checks in the request's own words, not command-line flags.
-    const std::string steps = err(R"({"prompt": "x", "max_tokens": 32, "block": 16, "steps": 7})");
+    const std::string steps =
+        err(R"({"prompt": "x", "policy": "vanilla", "max_tokens": 32, "block": 16, "steps": 7})");
     EXPECT_NE(steps.find("'steps' 7 is not a multiple of the 2 blocks ('max_tokens' 32"),
               std::string::npos)
         << steps;
@@ -718,8 +661,7 @@ TEST(Server, BadRequestsAreNamedAndAFullServerSays503) {
                              json{{"prompt", kPrompts[0]},
                                   {"max_tokens", 32},
                                   {"steps", 32},
-                                  {"policy", "vanilla"},
-                                  {"threshold", 0.0}}
+                                  {"policy", "vanilla"}}
                                  .dump(),
                              "application/json");
             if (!r) return;
@@ -785,7 +727,6 @@ TEST(Server, ApiKeyTimeoutUnknownEndpointsAndACleanStop) {
         {"prompt", kPrompts[0]},
         {"max_tokens", 32},
         {"policy", "vanilla"},
-        {"threshold", 0.0},
         {"steps", 32}}.dump();
     auto r = c.Post("/v1/completions", body, "application/json");
     ASSERT_TRUE(r);
@@ -812,9 +753,8 @@ TEST(Server, ADisconnectedStreamFreesItsSlot) {
     Server s({"--parallel", "1", "--queue", "0"});
     ASSERT_GT(s.port, 0);
     const std::string slow =
-        json{{"prompt", kPrompts[0]},   {"max_tokens", 32}, {"policy", "vanilla"},
-             {"threshold", 0.0},        {"steps", 32},      {"stream", true},
-             {"diffusion_events", true}}
+        json{{"prompt", kPrompts[0]}, {"max_tokens", 32}, {"policy", "vanilla"},
+             {"steps", 32},           {"stream", true},   {"diffusion_events", true}}
             .dump();
     {
         httplib::Client c = client(s.port);

@@ -61,6 +61,8 @@ struct DecodeFlags {
     int tts = 0;  // test-time scaling: candidates per prompt (0: off, -1: auto)
     std::string tts_arg;
     std::string select = "vote";  // vote | confidence
+    // The default --help names for --policy (llada-server's differs from the CLI's).
+    std::string policy_default_help = "vanilla, or ar for an autoregressive model";
     void add_to(ArgTable& args);
     // Applies the GGUF's recommended defaults (llada_cpp.gen_length, .block_length, .steps) for
     // the flags the user did not give, then checks the remaining relations.

@@ -25,7 +25,7 @@ void DecodeFlags::add_to(ArgTable& args) {
         names += (names.empty() ? "" : ", ") + n;
     args.string(
         {"--policy"}, "NAME",
-        "decoding policy: " + names + "\n(default: vanilla, or ar for an autoregressive model)",
+        "decoding policy: " + names + "\n(default: " + policy_default_help + ")",
         &policy);
     args.integer({"--gen"}, "N",
                  "generated positions (default: the model's recommendation, else 128)", &opt.gen, 1,

@@ -10,6 +10,9 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -21,6 +24,7 @@
 #include "tokenizer/chat.h"
 #include "tools/common.h"
 #include "tools/server_engine.h"
+#include "tools/server_http.h"
 #include "tools/server_request.h"
 #include "util/error.h"
 
@@ -29,10 +33,15 @@ using json = nlohmann::json;
 
 namespace {
 
+// An error answer. The message may quote the client's own bytes (a parser's "last read: ..."):
+// it is cut to an excerpt, and bytes that are not UTF-8 are replaced, so the answer is always
+// valid JSON and never echoes a large body back.
 void send_error(httplib::Response& res, int status, const std::string& msg,
                 const std::string& type = "invalid_request_error") {
     res.status = status;
-    res.set_content(json{{"error", {{"message", msg}, {"type", type}}}}.dump(), "application/json");
+    res.set_content(json{{"error", {{"message", tools::excerpt(msg, 300)}, {"type", type}}}}.dump(
+                        -1, ' ', false, json::error_handler_t::replace),
+                    "application/json");
 }
 
 // One unnamed server-sent event (text that is not UTF-8 replaced, as in every JSON answer).
@@ -82,7 +91,7 @@ int main(int argc, char** argv) {
         sigaddset(&stop_signals, SIGTERM);
         pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
         std::string model_path, host = "127.0.0.1";
-        int port = 8080, threads = 2, body_kib = 256;
+        int port = 8080, threads = 2, body_kib = 256, max_connections = 256;
         double timeout_s = 600.0;
         std::string api_key, web_dir;
         tools::ServerLimits limits;
@@ -109,6 +118,10 @@ int main(int argc, char** argv) {
                      &limits.max_prompt, 0, 1 << 20);
         args.integer({"--max-body-kib"}, "N", "largest request body (default 256 KiB)", &body_kib,
                      1, 1 << 20);
+        args.integer({"--max-connections"}, "N",
+                     "connections served at once, each on its own thread (default 256; more "
+                     "wait to be read)",
+                     &max_connections, 1, 1 << 16);
         args.real({"--timeout"}, "S",
                   "a request that has not finished after S seconds is cancelled (default 600)",
                   &timeout_s, 0.001, 1e9);
@@ -120,6 +133,8 @@ int main(int argc, char** argv) {
                     "require 'Authorization: Bearer KEY' on /v1/ requests (default: none)",
                     &api_key);
         args.integer({"-t", "--threads"}, "N", "CPU threads (default 2)", &threads, 1, 1024);
+        dec.policy_default_help =
+            "dual-cache with threshold 0.9, or ar for an autoregressive model";
         dec.add_to(args);
         devf.add_to(args);
         if (!args.parse(argc, argv)) return 0;
@@ -149,28 +164,65 @@ int main(int argc, char** argv) {
         }
 
         httplib::Server srv;
-        srv.set_payload_max_length(static_cast<size_t>(body_kib) * 1024);
-        // Every admitted or queued request holds an HTTP worker while it waits: enough workers
-        // for all of them, plus a few for /health and /metrics.
-        const size_t workers = static_cast<size_t>(limits.parallel + limits.queue + 4);
-        srv.new_task_queue = [workers] { return new httplib::ThreadPool(workers); };
-        if (!api_key.empty()) {
-            srv.set_pre_routing_handler([&](const httplib::Request& q, httplib::Response& s) {
-                if (q.path.rfind("/v1/", 0) != 0)
-                    return httplib::Server::HandlerResponse::Unhandled;
-                if (q.get_header_value("Authorization") == "Bearer " + api_key)
-                    return httplib::Server::HandlerResponse::Unhandled;
-                send_error(s, 401, "a valid 'Authorization: Bearer <key>' header is required",
-                           "authentication_error");
-                return httplib::Server::HandlerResponse::Handled;
-            });
-        }
+        const size_t max_body = static_cast<size_t>(body_kib) * 1024;
+        srv.set_payload_max_length(max_body);
+        // A thread per connection (up to --max-connections): a client that is slow to send its
+        // request holds its own thread only, so /health and the others are still answered; the
+        // engine's own limits (--parallel, --queue) decide what is decoded or refused with 503.
+        const size_t workers = static_cast<size_t>(max_connections);
+        srv.new_task_queue = [workers] { return new tools::ConnectionThreads(workers); };
+        // SIGTERM drains: from the first signal, generation requests are refused (503) and the
+        // open answers (non-streamed ones being decoded, streams until their [DONE]) finish;
+        // the server stops when none is left, after --timeout, or at a second signal.
+        std::atomic<bool> draining{false};
+        auto open_answers = std::make_shared<std::atomic<int>>(0);
+        struct OpenAnswer {
+            std::shared_ptr<std::atomic<int>> n;
+            explicit OpenAnswer(std::shared_ptr<std::atomic<int>> c) : n(std::move(c)) { ++*n; }
+            ~OpenAnswer() { --*n; }
+        };
+        // Requests as the HTTP side sees them (the engine counts candidates: best_of runs
+        // several per request). accepted = completed + failed + cancelled + timed out + in
+        // flight; rejected (503) and invalid (400 before admission) were never accepted.
+        struct RequestCounters {
+            std::atomic<int64_t> accepted{0}, completed{0}, failed{0}, cancelled{0}, timed_out{0},
+                rejected{0}, invalid{0};
+        };
+        auto rc = std::make_shared<RequestCounters>();
+        // One access-log line per request on stderr: method, path, status, answer tokens and
+        // time (no prompt text). The start is taken where the request is routed, on the
+        // connection's own worker thread, and the tokens set by the completion handlers.
+        static thread_local std::chrono::steady_clock::time_point request_start;
+        static thread_local int64_t request_tokens = -1;
+        srv.set_pre_routing_handler([&](const httplib::Request& q, httplib::Response& s) {
+            request_start = std::chrono::steady_clock::now();
+            request_tokens = -1;
+            const bool guarded = q.path.rfind("/v1/", 0) == 0 || q.path == "/metrics" ||
+                                 q.path == "/tokenize" || q.path == "/detokenize" ||
+                                 q.path == "/props";
+            if (api_key.empty() || !guarded ||
+                q.get_header_value("Authorization") == "Bearer " + api_key)
+                return httplib::Server::HandlerResponse::Unhandled;
+            send_error(s, 401, "a valid 'Authorization: Bearer <key>' header is required",
+                       "authentication_error");
+            return httplib::Server::HandlerResponse::Handled;
+        });
+        srv.set_logger([](const httplib::Request& q, const httplib::Response& s) {
+            const double t =
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - request_start)
+                    .count();
+            std::fprintf(stderr, "llada-server: %s %s %d %s tokens %.3f s\n", q.method.c_str(),
+                         q.path.c_str(), s.status,
+                         request_tokens < 0 ? "-" : std::to_string(request_tokens).c_str(), t);
+        });
         // The errors cpp-httplib answers itself (a handler's own errors have a body already).
-        srv.set_error_handler([](const httplib::Request& q, httplib::Response& s) {
-            if (s.status == 413) {
-                send_error(s, 413, "the request body exceeds the server's --max-body-kib");
-            } else if (!s.body.empty()) {
+        srv.set_error_handler([body_kib](const httplib::Request& q, httplib::Response& s) {
+            if (!s.body.empty()) {
                 return;
+            } else if (s.status == 413) {
+                send_error(s, 413,
+                           "the request body is larger than the server's --max-body-kib (" +
+                               std::to_string(body_kib) + " KiB)");
             } else if (s.status == 404) {
                 send_error(s, 404, "no such endpoint: " + q.method + " " + q.path,
                            "not_found_error");
@@ -186,6 +238,11 @@ int main(int argc, char** argv) {
             }
         });
         srv.Get("/health", [&](const httplib::Request&, httplib::Response& res) {
+            if (draining) {  // a load balancer's cue to send no more
+                res.status = 503;
+                res.set_content(json{{"status", "shutting down"}}.dump(), "application/json");
+                return;
+            }
             res.set_content(json{{"status", "ok"}}.dump(), "application/json");
         });
         srv.Get("/v1/models", [&](const httplib::Request&, httplib::Response& res) {
@@ -201,17 +258,134 @@ int main(int argc, char** argv) {
                                 .dump(),
                             "application/json");
         });
+        // llama-server's utility endpoints: /tokenize {"content", "add_special"} -> {"tokens"},
+        // /detokenize {"tokens"} -> {"content"}, /props (the server's settings).
+        // Every POST reads its body through this, to --max-body-kib whatever its framing
+        // (a chunked body included), and answers 413 past it.
+        auto post =
+            [&](const std::string& path,
+                std::function<void(const httplib::Request&, const std::string&, httplib::Response&)>
+                    fn) {
+                srv.Post(path, [&, fn](const httplib::Request& q, httplib::Response& s,
+                                       const httplib::ContentReader& reader) {
+                    std::string body;
+                    switch (tools::read_body(q, reader, max_body, body)) {
+                        case tools::BodyRead::ok:
+                            return fn(q, body, s);
+                        case tools::BodyRead::too_large:
+                            s.set_header("Connection",
+                                         "close");  // the rest of the body is not read
+                            return send_error(s, 413,
+                                              "the request body is larger than the server's "
+                                              "--max-body-kib (" +
+                                                  std::to_string(body_kib) + " KiB)");
+                        case tools::BodyRead::failed:
+                            s.set_header("Connection", "close");
+                            return send_error(s, 400, "the request body could not be read whole");
+                    }
+                });
+            };
+        auto parse_body = [](const std::string& text, httplib::Response& s, json& out) {
+            try {
+                out = json::parse(text);
+            } catch (const json::parse_error& e) {
+                send_error(s, 400, std::string("malformed JSON: ") + e.what());
+                return false;
+            }
+            if (!out.is_object()) {
+                send_error(s, 400, "the request body must be a JSON object");
+                return false;
+            }
+            return true;
+        };
+        post("/tokenize",
+             [&](const httplib::Request&, const std::string& body_text, httplib::Response& res) {
+                 json b;
+                 if (!parse_body(body_text, res, b)) return;
+                 if (!b.contains("content") || !b["content"].is_string())
+                     return send_error(res, 400, "'content' must be a string");
+                 if (b.contains("add_special") && !b["add_special"].is_boolean())
+                     return send_error(res, 400, "'add_special' must be a boolean");
+                 const bool special = b.value("add_special", false);
+                 const std::string text = b["content"];
+                 if (text.size() > static_cast<size_t>(engine.limits().max_prompt) * 64)
+                     return send_error(res, 400, "'content' is longer than the server tokenizes");
+                 const auto ids = lm.tok->encode(text, special && lm.tok->add_bos_default(), false);
+                 res.set_content(json{{"tokens", ids}}.dump(), "application/json");
+             });
+        post("/detokenize",
+             [&](const httplib::Request&, const std::string& text, httplib::Response& res) {
+                 json b;
+                 if (!parse_body(text, res, b)) return;
+                 if (!b.contains("tokens") || !b["tokens"].is_array())
+                     return send_error(res, 400, "'tokens' must be an array of token ids");
+                 std::vector<int32_t> ids;
+                 for (const auto& v : b["tokens"]) {
+                     if (!v.is_number_integer() || v.get<int64_t>() < 0 ||
+                         v.get<int64_t>() >= lm.tok->n_vocab())
+                         return send_error(res, 400,
+                                           "'tokens' must be token ids in [0, " +
+                                               std::to_string(lm.tok->n_vocab()) + ")");
+                     ids.push_back(static_cast<int32_t>(v.get<int64_t>()));
+                 }
+                 res.set_content(json{{"content", lm.tok->decode(ids, false)}}.dump(
+                                     -1, ' ', false, json::error_handler_t::replace),
+                                 "application/json");
+             });
+        srv.Get("/props", [&](const httplib::Request&, httplib::Response& res) {
+            json settings = {{"policy", dec.policy},
+                             {"max_tokens", dec.opt.gen},
+                             {"block", dec.opt.block},
+                             {"threshold", dec.opt.threshold},
+                             {"temperature", dec.opt.temperature},
+                             {"seed", dec.opt.seed}};
+            res.set_content(json{{"model", model_name},
+                                 {"model_path", model_path},
+                                 {"default_generation_settings", settings},
+                                 {"total_slots", engine.limits().parallel},
+                                 {"queue", engine.limits().queue},
+                                 {"max_prompt", engine.limits().max_prompt},
+                                 {"max_gen", engine.limits().max_gen},
+                                 {"chat_format", chat_format ? json(true) : json(false)},
+                                 {"n_ctx", engine.n_pos()}}
+                                .dump(-1, ' ', false, json::error_handler_t::replace),
+                            "application/json");
+        });
         srv.Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
             const auto c = engine.counters();
             std::string m;
             auto line = [&](const char* name, const char* help, double v) {
+                char num[64];
+                if (v == std::floor(v) && std::fabs(v) < 1e15) {
+                    std::snprintf(num, sizeof(num), "%lld", static_cast<long long>(v));
+                } else {
+                    std::snprintf(num, sizeof(num), "%.9g", v);
+                }
                 m += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name +
-                     " counter\n" + name + " " + std::to_string(v) + "\n";
+                     " counter\n" + name + " " + num + "\n";
             };
-            line("llada_requests_total", "requests accepted", c.requests);
-            line("llada_requests_completed_total", "requests completed", c.completed);
-            line("llada_requests_rejected_total", "requests refused with a full queue", c.rejected);
-            line("llada_requests_failed_total", "requests that failed", c.failed);
+            // Requests (the HTTP side) and candidates (the engine's generations: n / best_of
+            // run several per request) apart; accepted = completed + failed + cancelled +
+            // timed_out + in_flight.
+            const int64_t accepted = rc->accepted, completed = rc->completed, failed = rc->failed,
+                          cancelled = rc->cancelled, timed_out = rc->timed_out;
+            line("llada_requests_accepted_total", "requests admitted to the engine", accepted);
+            line("llada_requests_completed_total", "requests answered", completed);
+            line("llada_requests_failed_total", "admitted requests whose generation failed",
+                 failed);
+            line("llada_requests_cancelled_total", "requests whose client went away", cancelled);
+            line("llada_requests_timed_out_total", "requests past --timeout", timed_out);
+            line("llada_requests_rejected_total", "requests refused with a full queue (503)",
+                 rc->rejected);
+            line("llada_requests_invalid_total", "requests refused before admission (4xx)",
+                 rc->invalid);
+            m += "# HELP llada_requests_in_flight admitted requests not yet ended\n# TYPE "
+                 "llada_requests_in_flight gauge\nllada_requests_in_flight " +
+                 std::to_string(accepted - completed - failed - cancelled - timed_out) + "\n";
+            line("llada_candidates_total", "generations admitted (a request's candidates)",
+                 c.requests);
+            line("llada_candidates_completed_total", "generations finished", c.completed);
+            line("llada_candidates_failed_total", "generations that failed", c.failed);
             line("llada_steps_total", "engine steps (one forward each)", c.steps);
             line("llada_tokens_total", "answer tokens generated", c.tokens);
             line("llada_busy_seconds_total", "time spent in forwards", c.busy_s);
@@ -233,12 +407,31 @@ int main(int argc, char** argv) {
                  std::to_string(engine.kv_bytes_per_sequence()) + "\n";
             res.set_content(m, "text/plain; version=0.0.4");
         });
-        auto handle = [&](const httplib::Request& req, httplib::Response& res, bool chat) {
+        auto handle = [&](const httplib::Request& req, const std::string& text,
+                          httplib::Response& res, bool chat) {
+            OpenAnswer answer(open_answers);  // (counted before the check: the drain waits)
+            if (draining) {
+                res.set_header("Connection", "close");
+                res.set_header("Retry-After", "1");
+                ++rc->rejected;
+                return send_error(res, 503, "the server is shutting down", "server_busy");
+            }
+            // A request refused before admission (counted as invalid).
+            auto refuse = [&](int status, const std::string& msg) {
+                ++rc->invalid;
+                send_error(res, status, msg);
+            };
             json body;
             try {
-                body = json::parse(req.body);
-            } catch (const std::exception& e) {
-                return send_error(res, 400, std::string("malformed JSON: ") + e.what());
+                body = json::parse(text);
+            } catch (const json::parse_error& e) {
+                // JSON text is UTF-8: a body that is not (a prompt in Latin-1, say) is the
+                // client's error, named as such.
+                if (std::string(e.what()).find("UTF-8") != std::string::npos) {
+                    return refuse(400, "the request body is not valid UTF-8 (at byte " +
+                                           std::to_string(e.byte) + ")");
+                }
+                return refuse(400, std::string("malformed JSON: ") + e.what());
             }
             auto r = std::make_shared<tools::ServerRequest>();
             tools::ParsedRequest p;
@@ -248,26 +441,27 @@ int main(int argc, char** argv) {
                 r->opt = p.opt;
                 if (chat) {
                     if (!chat_format) {
-                        return send_error(res, 400,
-                                          "this model has no chat format for "
-                                          "/v1/chat/completions (" +
-                                              chat_error + "); use /v1/completions");
+                        return refuse(400,
+                                      "this model has no chat format for "
+                                      "/v1/chat/completions (" +
+                                          chat_error + "); use /v1/completions");
                     }
                     // Markers as special tokens, message text as text: a message cannot forge
                     // a turn by typing a marker.
                     r->prompt = chat_format->encode(*lm.tok, tools::parse_messages(body));
                 } else {
-                    if (!body.contains("prompt") || !body["prompt"].is_string())
-                        throw Error("'prompt' must be a string");
-                    r->prompt = tools::problem_ids(*lm.tok, body["prompt"], false);
+                    r->prompt = tools::request_prompt(body, *lm.tok, engine.limits().max_prompt);
                 }
                 if (static_cast<int>(r->prompt.size()) > engine.limits().max_prompt)
                     throw Error("the prompt has " + std::to_string(r->prompt.size()) +
                                 " tokens; the server takes at most " +
                                 std::to_string(engine.limits().max_prompt));
             } catch (const std::exception& e) {
-                return send_error(res, 400, e.what());
+                return refuse(400, e.what());
             }
+            // Everything the engine would refuse is refused here, before the first byte: a
+            // streamed request's error is then a 400 too, not a 200 and an error event.
+            if (const std::string why = engine.validate(*r); !why.empty()) return refuse(400, why);
             const std::vector<std::string> stop = p.stop;
             // best_of candidates, decoded together: candidate k samples with seed + k
             // (decode/tts.h), each its own request to the engine and its own KV sequence.
@@ -310,8 +504,10 @@ int main(int argc, char** argv) {
                     }
                     res.set_header("Retry-After", "1");
                     send_error(res, 503, "the server's queue is full", "server_busy");
+                    ++rc->rejected;
                     return false;
                 }
+                ++rc->accepted;
                 return true;
             };
             if (!p.stream) {
@@ -324,27 +520,53 @@ int main(int argc, char** argv) {
                     }
                 }
                 if (!submit_all()) return;
+                // Waited for in slices, looking between them whether the client has gone: a
+                // request whose client left is cancelled, its sequences freed for others.
+                const int sock = tools::connection_socket(req);
                 const auto deadline =
                     std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-                bool late = false;
+                bool late = false, gone = false;
                 for (auto& c : cands) {
-                    const double left =
-                        std::chrono::duration<double>(deadline - std::chrono::steady_clock::now())
-                            .count();
-                    if (late || !engine.wait_for(*c, std::max(0.0, left))) late = true;
+                    for (;;) {
+                        const double left = std::chrono::duration<double>(
+                                                deadline - std::chrono::steady_clock::now())
+                                                .count();
+                        if (engine.wait_for(*c, std::clamp(left, 0.0, 0.1))) break;
+                        if (left <= 0.1) {
+                            late = true;
+                            break;
+                        }
+                        if (sock >= 0 && tools::peer_gone(sock)) {
+                            gone = true;
+                            break;
+                        }
+                    }
+                    if (late || gone) break;
+                }
+                if (gone) {
+                    for (auto& c : cands) {
+                        engine.cancel(c);
+                        engine.wait(*c);
+                    }
+                    ++rc->cancelled;
+                    return;  // nobody to answer
                 }
                 if (late) {
                     for (auto& c : cands) {
                         engine.cancel(c);
                         engine.wait(*c);
                     }
+                    ++rc->timed_out;
                     return send_error(res, 408,
                                       "the request did not finish within the server's "
                                       "--timeout",
                                       "timeout_error");
                 }
                 for (auto& c : cands) {
-                    if (!c->error.empty()) return send_error(res, 400, c->error);
+                    if (!c->error.empty()) {
+                        ++rc->failed;
+                        return send_error(res, 400, c->error);
+                    }
                 }
                 // The n choices: every candidate in seed order, or with best_of > n the best
                 // by 'select', chosen again among the rest for each further choice.
@@ -398,6 +620,8 @@ int main(int argc, char** argv) {
                          {"nfe", nfe}}
                         .dump(-1, ' ', false, json::error_handler_t::replace),
                     "application/json");
+                ++rc->completed;
+                request_tokens = completion;
                 return;
             }
             // Streaming (n choices, best_of = n): each step's newly committed prefix text of
@@ -453,18 +677,55 @@ int main(int argc, char** argv) {
                 }
             }
             if (!submit_all()) return;
-            std::thread([&engine, cands, st, chunk_of, stop] {
-                for (const auto& c : cands)
-                    engine.wait(*c);
+            const bool include_usage = p.include_usage;
+            const int64_t prompt_tokens = static_cast<int64_t>(r->prompt.size());
+            const json usage_head = {{"id", id},
+                                     {"object", chat ? "chat.completion.chunk" : "text_completion"},
+                                     {"created", created},
+                                     {"model", model_name},
+                                     {"choices", json::array()}};
+            std::thread([&engine, cands, st, chunk_of, stop, include_usage, prompt_tokens,
+                         usage_head, rc, timeout_s] {
+                // --timeout covers a stream as it does any request: past it, the candidates
+                // are cancelled and the stream ends with a timeout error and [DONE].
+                const auto deadline =
+                    std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+                bool late = false;
+                for (const auto& c : cands) {
+                    const double left =
+                        std::chrono::duration<double>(deadline - std::chrono::steady_clock::now())
+                            .count();
+                    if (late || !engine.wait_for(*c, std::max(0.0, left))) late = true;
+                }
+                if (late) {
+                    for (const auto& c : cands) {
+                        engine.cancel(c);
+                        engine.wait(*c);
+                    }
+                    ++rc->timed_out;
+                    std::lock_guard<std::mutex> lock(st->mu);
+                    st->events.push_back(sse_data(json{
+                        {"error",
+                         {{"message", "the request did not finish within the server's --timeout"},
+                          {"type", "timeout_error"}}}}));
+                    st->events.push_back("data: [DONE]\n\n");
+                    st->finished = true;
+                    st->cv.notify_all();
+                    return;
+                }
                 std::lock_guard<std::mutex> lock(st->mu);
+                int64_t completion = 0;
+                bool cancelled = false, failed = false;
                 for (size_t k = 0; k < cands.size(); ++k) {
                     const auto& c = *cands[k];
                     const int index = static_cast<int>(k);
                     if (!c.error.empty()) {
+                        (c.cancelled ? cancelled : failed) = true;
                         st->events.push_back(sse_data(json{{"error", {{"message", c.error}}}}));
                         continue;
                     }
                     const Final f = final_text(c, stop);
+                    completion += f.tokens;
                     const std::string& sent = st->sent[k];
                     if (f.text.size() > sent.size() && f.text.compare(0, sent.size(), sent) == 0) {
                         st->events.push_back(
@@ -472,13 +733,26 @@ int main(int argc, char** argv) {
                     }
                     st->events.push_back(sse_data(chunk_of(index, "", f.finish)));
                 }
+                // stream_options.include_usage: OpenAI's last chunk, no choices, the usage.
+                if (include_usage) {
+                    json u = usage_head;
+                    u["usage"] = {{"prompt_tokens", prompt_tokens},
+                                  {"completion_tokens", completion},
+                                  {"total_tokens", prompt_tokens + completion}};
+                    st->events.push_back(sse_data(u));
+                }
                 st->events.push_back("data: [DONE]\n\n");
                 st->finished = true;
                 st->cv.notify_all();
+                ++(cancelled ? rc->cancelled : failed ? rc->failed : rc->completed);
             }).detach();
             res.set_header("Cache-Control", "no-cache");
+            // The stream is an open answer until its provider is let go (after [DONE] or the
+            // client's leaving): the drain waits for it.
+            auto stream_open = std::make_shared<OpenAnswer>(open_answers);
             res.set_chunked_content_provider(
-                "text/event-stream", [st, cands, &engine](size_t, httplib::DataSink& sink) {
+                "text/event-stream",
+                [st, cands, &engine, stream_open](size_t, httplib::DataSink& sink) {
                     // The events are taken under the stream's lock and written without it: the
                     // engine thread takes that lock (holding its own) to add events, so a
                     // cancel from here must not hold it.
@@ -501,10 +775,10 @@ int main(int argc, char** argv) {
                     return true;
                 });
         };
-        srv.Post("/v1/completions",
-                 [&](const httplib::Request& q, httplib::Response& s) { handle(q, s, false); });
-        srv.Post("/v1/chat/completions",
-                 [&](const httplib::Request& q, httplib::Response& s) { handle(q, s, true); });
+        post("/v1/completions", [&](const httplib::Request& q, const std::string& b,
+                                    httplib::Response& s) { handle(q, b, s, false); });
+        post("/v1/chat/completions", [&](const httplib::Request& q, const std::string& b,
+                                         httplib::Response& s) { handle(q, b, s, true); });
         if (web_dir.empty()) web_dir = LLADA_SOURCE_WEB_DIR;
         if (web_dir != "none") {
             if (!std::filesystem::is_regular_file(std::filesystem::path(web_dir) / "index.html"))
@@ -541,7 +815,20 @@ int main(int argc, char** argv) {
         std::thread stopper([&] {
             int sig = 0;
             sigwait(&stop_signals, &sig);
-            std::fprintf(stderr, "llada-server: signal %d, stopping\n", sig);
+            draining = true;
+            std::fprintf(stderr, "llada-server: signal %d, draining %d open answers\n", sig,
+                         open_answers->load());
+            const auto until =
+                std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+            const timespec tick{0, 50 * 1000 * 1000};
+            while (*open_answers > 0 && std::chrono::steady_clock::now() < until) {
+                if (sigtimedwait(&stop_signals, nullptr, &tick) > 0) {
+                    std::fprintf(stderr, "llada-server: second signal, stopping now\n");
+                    break;
+                }
+            }
+            std::fprintf(stderr, "llada-server: stopping (%d open answers)\n",
+                         open_answers->load());
             srv.stop();
         });
         srv.listen_after_bind();

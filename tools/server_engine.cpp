@@ -43,6 +43,36 @@ ServerEngine::~ServerEngine() {
     thread_.join();
 }
 
+std::string ServerEngine::never_fits(const decode::SessionShape& need) const {
+    if (need.n_seq > shape_.n_seq) {
+        return "--cfg needs " + std::to_string(need.n_seq) +
+               " sequences per request; this server runs --parallel " +
+               std::to_string(limits_.parallel);
+    }
+    if (need.rows > shape_.rows) {
+        return "this request's policy needs " + std::to_string(need.rows) +
+               " window rows per step; this server has " + std::to_string(shape_.rows) +
+               " (--parallel x (--max-prompt + --max-gen))";
+    }
+    return "";
+}
+
+std::string ServerEngine::validate(const ServerRequest& r) const {
+    try {
+        const int P = static_cast<int>(r.prompt.size());
+        const decode::SessionShape need = decode::session_shape(r.policy, r.opt, P, P + r.opt.gen);
+        if (std::string why = never_fits(need); !why.empty()) return why;
+        // The generation the engine would start, built and dropped: its option checks. (mbsd's
+        // --lookahead auto needs the forward cost, measured at admission; its other checks run
+        // then.)
+        if (!decode::needs_lookahead_cost(r.policy, r.opt))
+            decode::make_stepper(r.policy, *lm_.model, r.opt, lm_.ids, r.prompt, nullptr);
+    } catch (const std::exception& e) {
+        return e.what();
+    }
+    return "";
+}
+
 bool ServerEngine::submit(const std::shared_ptr<ServerRequest>& r) {
     std::lock_guard<std::mutex> lock(mu_);
     // Room: the free sequences plus the queue's length.
@@ -168,15 +198,7 @@ void ServerEngine::loop() {
             } catch (const std::exception& e) {
                 too_big = e.what();
             }
-            if (too_big.empty() && need.n_seq > shape_.n_seq) {
-                too_big = "--cfg needs " + std::to_string(need.n_seq) +
-                          " sequences per request; this server runs --parallel " +
-                          std::to_string(limits_.parallel);
-            } else if (too_big.empty() && need.rows > shape_.rows) {
-                too_big = "this request's policy needs " + std::to_string(need.rows) +
-                          " window rows per step; this server has " + std::to_string(shape_.rows) +
-                          " (--parallel x (--max-prompt + --max-gen))";
-            }
+            if (too_big.empty()) too_big = never_fits(need);
             const bool fits = sequences_in_use() + need.n_seq <= shape_.n_seq &&
                               rows_in_use() + need.rows <= shape_.rows;
             if (!r->cancelled && too_big.empty() && !fits) break;

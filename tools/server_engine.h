@@ -70,6 +70,9 @@ class ServerEngine {
     ServerEngine(const ServerEngine&) = delete;
     ServerEngine& operator=(const ServerEngine&) = delete;
 
+    // Why the engine would refuse the request (its options, or a shape no free sequence could
+    // ever hold), or "" when it would run it: the HTTP side asks before it answers anything.
+    std::string validate(const ServerRequest& r) const;
     // Queues a request; false when the queue is full (the caller answers 503).
     bool submit(const std::shared_ptr<ServerRequest>& r);
     // Blocks until the request is done (or failed).
@@ -99,6 +102,7 @@ class ServerEngine {
         std::vector<decode::TokenState> last_states;
     };
     std::string step_event(Live& l) const;
+    std::string never_fits(const decode::SessionShape& need) const;  // "" when it can fit
     int sequences_in_use() const;  // of the live requests (two each under --cfg); mu_ held
     int64_t rows_in_use() const;   // window rows the live requests may ask for; mu_ held
     void loop();

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "tools/common.h"
 #include "util/error.h"
 
 namespace llada::tools {
@@ -21,6 +22,7 @@ std::vector<tokenizer::ChatMessage> parse_messages(const json& body) {
         if (!m.contains("role") || !m["role"].is_string())
             throw Error("'" + at + ".role' must be a string");
         tokenizer::ChatMessage cm{m["role"], ""};
+        if (cm.role == "developer") cm.role = "system";
         const json c = m.value("content", json());
         if (c.is_string()) {
             cm.content = c;
@@ -43,6 +45,51 @@ std::vector<tokenizer::ChatMessage> parse_messages(const json& body) {
     return out;
 }
 
+std::string excerpt(const std::string& text, size_t max) {
+    if (text.size() <= max) return text;
+    size_t cut = max;
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80)
+        --cut;  // not inside a UTF-8 character
+    return text.substr(0, cut) + " ... (" + std::to_string(text.size()) + " bytes)";
+}
+
+std::vector<int32_t> request_prompt(const json& body, const tokenizer::Tokenizer& tok,
+                                    int max_prompt) {
+    if (!body.contains("prompt") || body["prompt"].is_null())
+        throw Error("'prompt' is required: a string, or an array of one string or of token ids");
+    json pr = body["prompt"];
+    const char* what = "'prompt' must be a string, or an array of one string or of token ids";
+    if (pr.is_array() && pr.size() == 1 && (pr[0].is_string() || pr[0].is_array())) pr = pr[0];
+    if (pr.is_array() && !pr.empty() && (pr[0].is_string() || pr[0].is_array()))
+        throw Error("'prompt' holds " + std::to_string(pr.size()) +
+                    " prompts; this server takes one per request (send one request each)");
+    std::vector<int32_t> ids;
+    if (pr.is_string()) {
+        const std::string& text = pr.get_ref<const std::string&>();
+        const size_t cap = static_cast<size_t>(max_prompt) * 64;
+        if (text.size() > cap) {
+            throw Error("the prompt has " + std::to_string(text.size()) +
+                        " bytes, more than the server's --max-prompt " +
+                        std::to_string(max_prompt) + " tokens can hold");
+        }
+        ids = problem_ids(tok, text, false);
+    } else if (pr.is_array()) {
+        for (const auto& v : pr) {
+            if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= tok.n_vocab())
+                throw Error("'prompt' token ids must be integers in [0, " +
+                            std::to_string(tok.n_vocab()) + ")");
+            ids.push_back(static_cast<int32_t>(v.get<int64_t>()));
+        }
+        if (ids.empty()) throw Error("'prompt' holds no token ids");
+    } else {
+        throw Error(what);
+    }
+    if (static_cast<int>(ids.size()) > max_prompt)
+        throw Error("the prompt has " + std::to_string(ids.size()) +
+                    " tokens; the server takes at most " + std::to_string(max_prompt));
+    return ids;
+}
+
 size_t find_stop(const std::string& text, const std::vector<std::string>& stop) {
     size_t at = std::string::npos;
     for (const auto& s : stop)
@@ -50,7 +97,7 @@ size_t find_stop(const std::string& text, const std::vector<std::string>& stop) 
     return at;
 }
 
-ParsedRequest parse_request(const json& body, const std::string& default_policy,
+ParsedRequest parse_request(const json& body_in, const std::string& default_policy,
                             const decode::GenerateOptions& defaults, const ServerLimits& limits) {
     static const std::vector<std::string> known = {"model",
                                                    "prompt",
@@ -73,11 +120,31 @@ ParsedRequest parse_request(const json& body, const std::string& default_policy,
                                                    "presence_penalty",
                                                    "diffusion_events",
                                                    "best_of",
-                                                   "select"};
-    if (!body.is_object()) throw Error("the request body must be a JSON object");
-    for (const auto& [k, v] : body.items()) {
+                                                   "select",
+                                                   "max_completion_tokens",
+                                                   "stream_options"};
+    if (!body_in.is_object()) throw Error("the request body must be a JSON object");
+    // Optional fields given as null are absent (OpenAI's clients send them so).
+    json body = json::object();
+    for (const auto& [k, v] : body_in.items()) {
         if (std::find(known.begin(), known.end(), k) == known.end())
             throw Error("unknown field '" + k + "'");
+        if (!v.is_null()) body[k] = v;
+    }
+    if (body.contains("max_completion_tokens")) {
+        if (body.contains("max_tokens") && body["max_tokens"] != body["max_completion_tokens"])
+            throw Error("'max_tokens' and 'max_completion_tokens' differ; give one");
+        body["max_tokens"] = body["max_completion_tokens"];
+    }
+    if (body.contains("stream_options")) {
+        const json& so = body["stream_options"];
+        if (!so.is_object()) throw Error("'stream_options' must be an object");
+        for (const auto& [k, v] : so.items()) {
+            if (k != "include_usage") throw Error("unknown field 'stream_options." + k + "'");
+            if (!v.is_boolean()) throw Error("'stream_options.include_usage' must be a boolean");
+        }
+        if (!body.contains("stream") || body["stream"] != true)
+            throw Error("'stream_options' applies to streamed requests ('stream': true)");
     }
     ParsedRequest p{default_policy, defaults, false, false, {}};
     auto num = [&](const char* k, auto& out, double lo, double hi) {
@@ -100,6 +167,13 @@ ParsedRequest parse_request(const json& body, const std::string& default_policy,
     p.opt.seed = static_cast<uint64_t>(seed);
     num("temperature", p.opt.temperature, 0.0, 100.0);
     num("threshold", p.opt.threshold, 0.0, 1.0);
+    // 0 is the "not given" value inside the options: given, it would silently become the
+    // policy's default (the command-line tools refuse --threshold 0 the same way).
+    if (body.contains("threshold") && p.opt.threshold == 0.0) {
+        throw Error(
+            "'threshold' 0 is not a threshold: give a value in (0, 1], or leave it out (or null) "
+            "for the policy's default");
+    }
     num("block", p.opt.block, 1, limits.max_gen);
     num("lookahead", p.opt.lookahead, 0, limits.max_gen);
     int steps = 0;
@@ -123,6 +197,8 @@ ParsedRequest parse_request(const json& body, const std::string& default_policy,
         if (!body["stream"].is_boolean()) throw Error("'stream' must be a boolean");
         p.stream = body["stream"];
     }
+    if (body.contains("stream_options"))
+        p.include_usage = body["stream_options"].value("include_usage", false);
     if (body.contains("diffusion_events")) {
         if (!body["diffusion_events"].is_boolean())
             throw Error("'diffusion_events' must be a boolean");
@@ -198,14 +274,6 @@ ParsedRequest parse_request(const json& body, const std::string& default_policy,
     if (p.opt.gen > limits.max_gen)
         throw Error("max_tokens rounded up to whole blocks exceeds the server's --max-gen");
     p.opt.steps = steps > 0 ? steps : p.opt.gen;
-    // The decoder's own checks would name command-line flags; these name the request's fields.
-    const int n_blocks = p.opt.gen / p.opt.block;
-    if (p.opt.steps % n_blocks != 0) {
-        throw Error("'steps' " + std::to_string(p.opt.steps) + " is not a multiple of the " +
-                    std::to_string(n_blocks) + " blocks ('max_tokens' " +
-                    std::to_string(max_tokens) + " rounded up to whole blocks of 'block' " +
-                    std::to_string(p.opt.block) + ")");
-    }
     if (p.policy == "vanilla") {
         // LLaDA's reference schedule has no commit threshold: the server's default threshold
         // is for the parallel policies; a threshold the request asks for is an error.
@@ -221,6 +289,25 @@ ParsedRequest parse_request(const json& body, const std::string& default_policy,
                 "'revise' needs a policy that commits early (threshold, prefix-cache, "
                 "dual-cache, need, mbsd), not 'vanilla'");
         }
+    }
+    // A parallel commit rule takes as many steps per block as it needs: a 'steps' would be
+    // ignored (the command-line tools refuse --steps there too).
+    if (body.contains("steps") && (p.opt.threshold > 0.0 || p.opt.factor > 0.0 ||
+                                   p.policy == "threshold" || p.policy == "pipeline")) {
+        throw Error(
+            "'steps' applies to the step schedule; with a commit threshold (the "
+            "server's default " +
+            number_str(p.opt.threshold) + " for '" + p.policy +
+            "', or 'threshold') a block takes as many steps as it needs: leave 'steps' "
+            "out, or use policy 'vanilla'");
+    }
+    // The decoder's own checks would name command-line flags; these name the request's fields.
+    const int n_blocks = p.opt.gen / p.opt.block;
+    if (p.opt.steps % n_blocks != 0) {
+        throw Error("'steps' " + std::to_string(p.opt.steps) + " is not a multiple of the " +
+                    std::to_string(n_blocks) + " blocks ('max_tokens' " +
+                    std::to_string(max_tokens) + " rounded up to whole blocks of 'block' " +
+                    std::to_string(p.opt.block) + ")");
     }
     if (body.contains("lookahead") && p.policy != "mbsd")
         throw Error("'lookahead' applies to policy 'mbsd' only, not '" + p.policy + "'");

@@ -38,12 +38,57 @@ function onEvent(ev) {
   draw(frames.length - 1);
 }
 
+// The API key (llada-server --api-key), kept in this browser; sent with every request.
+function headers(extra) {
+  const h = Object.assign({}, extra || {});
+  const key = $("api_key").value.trim();
+  if (key) h["Authorization"] = "Bearer " + key;
+  return h;
+}
+
+// The error text of a failed answer: the message of {"error": {"message"}}, else the body.
+async function errorText(res) {
+  const body = await res.text();
+  try { return `${res.status}: ${JSON.parse(body).error.message}`; } catch (_) { return `${res.status}: ${body}`; }
+}
+
+function showError(msg) {
+  $("stats").textContent = "error " + msg;
+  $("stats").classList.add("error");
+  document.body.dataset.done = "1";
+}
+
+// The policies that take a commit threshold (the others refuse one).
+const PARALLEL = ["dual-cache", "threshold", "need", "mbsd", "prefix-cache", "pipeline"];
+
+// The server's defaults: its policy (ar for an autoregressive model) and threshold.
+async function loadProps() {
+  try {
+    const res = await fetch("/props", { headers: headers() });
+    if (!res.ok) { if (res.status === 401) showError(await errorText(res)); return; }
+    const p = await res.json();
+    const s = p.default_generation_settings || {};
+    const sel = $("policy");
+    if (s.policy && ![...sel.options].some((o) => o.value === s.policy)) {
+      const o = document.createElement("option");
+      o.textContent = s.policy;
+      sel.appendChild(o);
+    }
+    if (s.policy) sel.value = s.policy;
+    if (s.threshold) $("threshold").value = s.threshold;
+  } catch (err) {
+    showError("the server did not answer: " + err);
+  }
+}
+
 async function generate(e) {
   e.preventDefault();
   frames = [];
   totals = { drafts: 0, rejected: 0, revised: 0, nfe: 0 };
   $("text").textContent = "";
   $("stats").textContent = "";
+  $("stats").classList.remove("error");
+  delete document.body.dataset.done;
   const body = {
     prompt: $("prompt").value,
     max_tokens: Number($("max_tokens").value),
@@ -54,16 +99,18 @@ async function generate(e) {
     diffusion_events: true,
   };
   const thr = Number($("threshold").value);
-  if (body.policy !== "vanilla") body.threshold = thr;
+  if (PARALLEL.includes(body.policy)) body.threshold = thr;
   if ($("revise").checked) body.revise = true;
   const t0 = performance.now();
-  const res = await fetch("/v1/completions", {
-    method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
-  });
-  if (!res.ok) {
-    $("stats").textContent = "error: " + (await res.text());
-    return;
+  let res;
+  try {
+    res = await fetch("/v1/completions", {
+      method: "POST", headers: headers({ "Content-Type": "application/json" }), body: JSON.stringify(body),
+    });
+  } catch (err) {
+    return showError("the server did not answer: " + err);
   }
+  if (!res.ok) return showError(await errorText(res));
   const reader = res.body.getReader();
   const dec = new TextDecoder();
   let buf = "", text = "";
@@ -82,6 +129,7 @@ async function generate(e) {
       }
       if (data === "[DONE]") continue;
       const j = JSON.parse(data);
+      if (j.error) return showError(j.error.message || JSON.stringify(j.error));
       if (name === "llada.step") onEvent(j);
       else if (j.choices) text += j.choices[0].text || "";
     }
@@ -108,7 +156,10 @@ function play() {
   }, Number($("speed").value));
 }
 
+$("api_key").value = localStorage.getItem("llada.api_key") || "";
+$("api_key").addEventListener("change", () => { localStorage.setItem("llada.api_key", $("api_key").value); loadProps(); });
 $("form").addEventListener("submit", generate);
+loadProps();
 $("scrub").addEventListener("input", () => draw(Number($("scrub").value)));
 $("prev").addEventListener("click", () => draw(Math.max(0, Number($("scrub").value) - 1)));
 $("next").addEventListener("click", () => draw(Math.min(frames.length - 1, Number($("scrub").value) + 1)));

@@ -64,6 +64,14 @@ def main():
             d.find_element(By.ID, "prev").click()
             replayed = d.find_element(By.ID, "stepno").text
             d.save_screenshot(shot)
+            # A request the server refuses shows its error, not a blank result.
+            mt = d.find_element(By.ID, "max_tokens")
+            mt.clear()
+            mt.send_keys("9999")
+            d.execute_script("delete document.body.dataset.done")
+            d.find_element(By.ID, "go").click()
+            WebDriverWait(d, 90).until(lambda x: x.execute_script("return document.body.dataset.done") == "1")
+            refused = d.find_element(By.ID, "stats").text
         finally:
             d.quit()
         ok = True
@@ -75,6 +83,9 @@ def main():
             ok = False
         if "NFE" not in stats or "drafts accepted" not in stats or "revisions" not in stats:
             print(f"FAIL: the stats panel reads {stats!r}")
+            ok = False
+        if "error 400" not in refused or "max_tokens" not in refused:
+            print(f"FAIL: a refused request shows {refused!r}, not its error")
             ok = False
         if steps < 2 or replayed != f"step {steps - 1} / {steps}":
             print(f"FAIL: replay: {steps} steps recorded, after one step back it shows {replayed!r}")

@@ -1,0 +1,422 @@
+// llada-server against clients that misbehave or leave (docs/server.md, "Limits"): bodies past
+// --max-body-kib in either framing, clients that send their headers a line a second, clients
+// that hang up on a request still being decoded, a SIGTERM with streams open, bodies that are
+// not UTF-8, and the counters of /metrics adding up over all of it. Each test names the break
+// it catches in the commit that added it.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "server_util.h"
+#include "tools/common.h"
+
+using namespace llada;
+using json = nlohmann::json;
+using llada::test::client;
+using llada::test::kClientLimitSeconds;
+using llada::test::RawConnection;
+using llada::test::Server;
+
+namespace {
+
+const char* kPrompt = "sort 56 44 46 59 52 58:";
+
+// One counter of /metrics ("name value" on its own line); -1 when absent.
+int64_t metric(const std::string& body, const std::string& name) {
+    std::istringstream in(body);
+    for (std::string line; std::getline(in, line);) {
+        if (line.rfind(name + " ", 0) == 0) return std::stoll(line.substr(name.size() + 1));
+    }
+    return -1;
+}
+
+std::string metrics(int port) {
+    auto r = client(port).Get("/metrics");
+    return r ? r->body : "";
+}
+
+// Polls /metrics until `pred` holds or the test's own time limit passes.
+template <typename Pred>
+bool metrics_until(int port, Pred pred) {
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(kClientLimitSeconds);
+    while (std::chrono::steady_clock::now() < deadline) {
+        if (pred(metrics(port))) return true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+}
+
+std::string chunked_post_head(const std::string& path) {
+    return "POST " + path +
+           " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: "
+           "chunked\r\n\r\n";
+}
+
+std::string chunk(const std::string& data) {
+    char size[32];
+    std::snprintf(size, sizeof(size), "%zx\r\n", data.size());
+    return size + data + "\r\n";
+}
+
+int status_of(const std::string& raw) {
+    int status = 0;
+    std::sscanf(raw.c_str(), "HTTP/1.1 %d", &status);
+    return status;
+}
+
+std::string body_of(const std::string& raw) {
+    const size_t at = raw.find("\r\n\r\n");
+    return at == std::string::npos ? "" : raw.substr(at + 4);
+}
+
+}  // namespace
+
+// cpp-httplib 0.11 checks its payload limit against Content-Length only: a chunked body was
+// read whole. Both framings now stop at --max-body-kib with 413, and a chunked body within the
+// limit is served as any other.
+TEST(ServerLimits, BodiesPastTheLimitAre413InEitherFraming) {
+    Server s({"--max-body-kib", "4"});
+    ASSERT_GT(s.port, 0);
+    {
+        // 1 MiB in 1 KiB chunks: the answer comes after ~4 KiB, and the rest is never read (the
+        // server closes, so sending it fails or is ignored).
+        RawConnection c(s.port);
+        ASSERT_GE(c.fd, 0);
+        ASSERT_TRUE(c.send_all(chunked_post_head("/v1/completions")));
+        const std::string kib(1024, ' ');
+        for (int i = 0; i < 1024 && c.send_all(chunk(kib)); ++i) {
+        }
+        c.send_all(chunk(""));
+        const std::string raw = c.read_response();
+        EXPECT_EQ(status_of(raw), 413) << raw.substr(0, 300);
+        EXPECT_NE(body_of(raw).find("--max-body-kib (4 KiB)"), std::string::npos) << raw;
+    }
+    {
+        // Content-Length past the limit: refused before the body is read.
+        RawConnection c(s.port);
+        ASSERT_TRUE(
+            c.send_all("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                       "application/json\r\nContent-Length: 1000000\r\n\r\n{"));
+        const std::string raw = c.read_response();
+        EXPECT_EQ(status_of(raw), 413) << raw.substr(0, 300);
+    }
+    {
+        // A chunked body within the limit is a request like any other.
+        RawConnection c(s.port);
+        const std::string body = json{{"prompt", kPrompt}, {"max_tokens", 8}}.dump();
+        // (Connection: close, so that the answer ends where the server closes; no half-close,
+        // which the server takes as the client gone.)
+        std::string head = chunked_post_head("/v1/completions");
+        head.insert(head.size() - 2, "Connection: close\r\n");
+        ASSERT_TRUE(
+            c.send_all(head + chunk(body.substr(0, 10)) + chunk(body.substr(10)) + chunk("")));
+        const std::string raw = c.read_response();
+        EXPECT_EQ(status_of(raw), 200) << raw.substr(0, 300);
+    }
+    auto h = client(s.port).Get("/health");
+    ASSERT_TRUE(h);
+    EXPECT_EQ(h->status, 200);
+}
+
+// Thirty clients that send their request a header line at a time hold thirty connections;
+// every /health probe is still answered while all of them are connected and sending (with a
+// fixed pool of parallel + queue + 4 = 24 threads, none was).
+TEST(ServerLimits, ClientsSlowToSendTheirHeadersDoNotStarveOthers) {
+    Server s({});
+    ASSERT_GT(s.port, 0);
+    constexpr int kSlow = 30;
+    std::atomic<bool> probes_done{false};
+    std::atomic<int> connected{0}, still_sending{0};
+    std::vector<std::thread> slow;
+    for (int i = 0; i < kSlow; ++i) {
+        slow.emplace_back([&, i] {
+            RawConnection c(s.port);
+            if (c.fd < 0 || !c.send_all("POST /v1/completions HTTP/1.1\r\nHost: x\r\n")) return;
+            ++connected;
+            // A header line every 200 ms (inside cpp-httplib's 5 s read timeout), until the
+            // probes are done or the test's own limit passes.
+            const auto deadline =
+                std::chrono::steady_clock::now() + std::chrono::seconds(kClientLimitSeconds - 30);
+            bool sending = true;
+            for (int line = 0; !probes_done && std::chrono::steady_clock::now() < deadline;
+                 ++line) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(200));
+                sending = c.send_all("X-Slow-" + std::to_string(i) + ": " + std::to_string(line) +
+                                     "\r\n");
+                if (!sending) break;
+            }
+            if (sending && probes_done) ++still_sending;
+        });
+    }
+    while (connected < kSlow)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // each has sent a line more
+    int answered = 0;
+    for (int i = 0; i < 8; ++i) {
+        auto r = client(s.port).Get("/health");
+        answered += r && r->status == 200;
+    }
+    probes_done = true;
+    for (auto& t : slow)
+        t.join();
+    EXPECT_EQ(answered, 8);
+    // The probes were answered while the slow clients were all still connected and sending.
+    EXPECT_EQ(still_sending, kSlow);
+}
+
+// A non-streamed request whose client hangs up is cancelled (its sequence freed) instead of
+// decoding on for nobody: the cancellation is counted and its generation never completes.
+TEST(ServerLimits, ARequestWhoseClientLeavesIsCancelled) {
+    Server s({"--parallel", "1", "--queue", "0", "--max-gen", "192", "--block", "192"});
+    ASSERT_GT(s.port, 0);
+    {
+        RawConnection c(s.port);
+        const std::string body = json{
+            {"prompt", kPrompt},
+            {"max_tokens", 192},
+            {"policy", "vanilla"},
+            {"steps", 192}}.dump();
+        ASSERT_TRUE(
+            c.send_all("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                       "application/json\r\nContent-Length: " +
+                       std::to_string(body.size()) + "\r\n\r\n" + body));
+        ASSERT_TRUE(metrics_until(s.port, [](const std::string& m) {
+            return metric(m, "llada_requests_in_flight") == 1;
+        }));
+        c.hang_up();
+    }
+    std::string m;
+    ASSERT_TRUE(metrics_until(s.port, [&](const std::string& got) {
+        m = got;
+        return metric(got, "llada_requests_cancelled_total") == 1;
+    })) << m;
+    EXPECT_EQ(metric(m, "llada_requests_completed_total"), 0) << m;
+    EXPECT_EQ(metric(m, "llada_candidates_completed_total"), 0) << m;
+    EXPECT_EQ(metric(m, "llada_requests_in_flight"), 0) << m;
+}
+
+// SIGTERM with a stream open: the stream runs to its finish chunk and [DONE], a generation
+// request sent after the signal is refused with 503 (and /health says so), and the server
+// then exits cleanly.
+TEST(ServerLimits, SigtermDrainsOpenStreams) {
+    Server s({"--parallel", "2", "--max-gen", "192", "--block", "192"});
+    ASSERT_GT(s.port, 0);
+    httplib::Client c = client(s.port);
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/completions";
+    req.body = json{{"prompt", kPrompt}, {"max_tokens", 192}, {"policy", "vanilla"},
+                    {"steps", 192},      {"stream", true},    {"diffusion_events", true}}
+                   .dump();
+    req.set_header("Content-Type", "application/json");
+    int after_status = 0, health_status = 0;
+    std::string stream;
+    req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+        if (stream.empty()) {
+            kill(s.pid, SIGTERM);
+            // The signal is taken by the server's own thread: ask until it has been.
+            const auto deadline =
+                std::chrono::steady_clock::now() + std::chrono::seconds(kClientLimitSeconds / 2);
+            while (health_status != 503 && std::chrono::steady_clock::now() < deadline) {
+                auto h = client(s.port).Get("/health");
+                health_status = h ? h->status : 0;
+            }
+            auto r = client(s.port).Post("/v1/completions",
+                                         json{{"prompt", kPrompt}, {"max_tokens", 8}}.dump(),
+                                         "application/json");
+            after_status = r ? r->status : 0;
+        }
+        stream.append(data, n);
+        return true;
+    };
+    auto res = c.send(req);
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 200);
+    EXPECT_EQ(health_status, 503);
+    EXPECT_EQ(after_status, 503);
+    // The finish chunk (the answer may end at end-of-text, "stop", or fill max_tokens).
+    EXPECT_NE(stream.find("\"finish_reason\":\""), std::string::npos)
+        << stream.substr(stream.size() > 400 ? stream.size() - 400 : 0);
+    EXPECT_NE(stream.find("data: [DONE]"), std::string::npos);
+    const int status = s.wait_exit();
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+}
+
+// --timeout covers a stream as it does any request: past it, the stream ends with a
+// timeout_error event and [DONE] (32 forwards do not fit in 1 ms).
+TEST(ServerLimits, TheTimeoutCoversStreams) {
+    Server s({"--timeout", "0.001"});
+    ASSERT_GT(s.port, 0);
+    auto r = client(s.port).Post("/v1/completions",
+                                 json{{"prompt", kPrompt},
+                                      {"max_tokens", 32},
+                                      {"policy", "vanilla"},
+                                      {"steps", 32},
+                                      {"stream", true}}
+                                     .dump(),
+                                 "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200);
+    EXPECT_NE(r->body.find("\"timeout_error\""), std::string::npos) << r->body;
+    EXPECT_NE(r->body.find("data: [DONE]"), std::string::npos) << r->body;
+    const std::string m = metrics(s.port);
+    EXPECT_EQ(metric(m, "llada_requests_timed_out_total"), 1) << m;
+}
+
+// A body that is not UTF-8 is the client's error (400, naming the byte), a malformed body is
+// never echoed back whole, and each request leaves one line in the access log.
+TEST(ServerLimits, BadBytesAre400AndEveryRequestIsLogged) {
+    const std::string log = (std::filesystem::temp_directory_path() /
+                             ("server-log-" + std::to_string(getpid()) + ".txt"))
+                                .string();
+    Server s({}, llada::test::test_model(), log);
+    ASSERT_GT(s.port, 0);
+    httplib::Client c = client(s.port);
+    auto r =
+        c.Post("/v1/completions", std::string("{\"prompt\": \"caf\xe9\"}"), "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400);
+    EXPECT_NE(json::parse(r->body)["error"]["message"].get<std::string>().find(
+                  "not valid UTF-8 (at byte"),
+              std::string::npos)
+        << r->body;
+    const std::string big = "{\"prompt\": \"" + std::string(100000, 'a') + "\" oops}";
+    r = c.Post("/v1/completions", big, "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400);
+    EXPECT_LT(r->body.size(), 1000u) << r->body.substr(0, 200);
+    EXPECT_NE(r->body.find("malformed JSON"), std::string::npos);
+    r = c.Post("/v1/completions", json{{"prompt", kPrompt}, {"max_tokens", 8}}.dump(),
+               "application/json");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200);
+    const int tokens = json::parse(r->body)["usage"]["completion_tokens"].get<int>();
+    s.stop();
+    std::ifstream in(log);
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(in, line);)
+        if (line.find("llada-server: POST /v1/completions") == 0) lines.push_back(line);
+    std::filesystem::remove(log);
+    ASSERT_EQ(lines.size(), 3u);
+    EXPECT_NE(lines[0].find(" 400 "), std::string::npos) << lines[0];
+    EXPECT_NE(lines[2].find(" 200 " + std::to_string(tokens) + " tokens "), std::string::npos)
+        << lines[2];
+}
+
+// Fields OpenAI's clients send, llama-server's utility endpoints, and the combinations the
+// command-line tools refuse (refused here too, in the request's words).
+TEST(ServerApi, OpenAiFieldsUtilityEndpointsAndRefusedCombinations) {
+    Server s({"--api-key", "k"});
+    ASSERT_GT(s.port, 0);
+    httplib::Client c = client(s.port);
+    const httplib::Headers auth = {{"Authorization", "Bearer k"}};
+    auto post = [&](const std::string& path, const json& body) {
+        auto r = c.Post(path.c_str(), auth, body.dump(), "application/json");
+        EXPECT_TRUE(r) << path << " " << body.dump();
+        return r ? std::make_pair(r->status, r->body) : std::make_pair(0, std::string());
+    };
+    auto text_of = [](const std::string& body) {
+        return json::parse(body)["choices"][0]["text"].get<std::string>();
+    };
+    const auto lm = tools::load_model(llada::test::test_model());
+    const json base = {{"prompt", kPrompt}, {"max_tokens", 8}, {"seed", 3}};
+    const auto [st0, plain] = post("/v1/completions", base);
+    ASSERT_EQ(st0, 200) << plain;
+    // max_completion_tokens for max_tokens, null for an absent field, [string] and token ids for
+    // the prompt: the same answer.
+    json alt = {{"prompt", json::array({kPrompt})},
+                {"max_completion_tokens", 8},
+                {"seed", 3},
+                {"temperature", nullptr},
+                {"stop", nullptr}};
+    auto [st1, same] = post("/v1/completions", alt);
+    ASSERT_EQ(st1, 200) << same;
+    EXPECT_EQ(text_of(same), text_of(plain));
+    alt["prompt"] = tools::problem_ids(*lm.tok, kPrompt, false);
+    auto [st2, by_ids] = post("/v1/completions", alt);
+    ASSERT_EQ(st2, 200) << by_ids;
+    EXPECT_EQ(text_of(by_ids), text_of(plain));
+    // Refused, each naming why.
+    auto refused = [&](json body, const std::string& why) {
+        auto [st, b] = post("/v1/completions", body);
+        EXPECT_EQ(st, 400) << body.dump() << " " << b;
+        EXPECT_NE(b.find(why), std::string::npos) << body.dump() << " " << b;
+    };
+    refused({{"prompt", {"a", "b"}}}, "holds 2 prompts");
+    refused({{"prompt", kPrompt}, {"threshold", 0}}, "'threshold' 0 is not a threshold");
+    refused({{"prompt", kPrompt}, {"steps", 8}}, "'steps' applies to the step schedule");
+    refused({{"prompt", kPrompt}, {"max_tokens", 8}, {"max_completion_tokens", 9}}, "differ");
+    refused({{"prompt", kPrompt}, {"stream_options", {{"include_usage", true}}}},
+            "applies to streamed requests");
+    // A streamed request that fails validation is a 400 before any event, not a 200 stream.
+    refused({{"prompt", kPrompt}, {"stream", true}, {"max_tokens", 100000}}, "'max_tokens'");
+    // stream_options.include_usage: a last chunk without choices, with the usage, then [DONE].
+    auto [st3, stream] =
+        post("/v1/completions", json{{"prompt", kPrompt},
+                                     {"max_tokens", 8},
+                                     {"seed", 3},
+                                     {"stream", true},
+                                     {"stream_options", {{"include_usage", true}}}});
+    ASSERT_EQ(st3, 200);
+    const size_t done = stream.rfind("data: [DONE]");
+    ASSERT_NE(done, std::string::npos) << stream;
+    const size_t last = stream.rfind("data: {", done);
+    ASSERT_NE(last, std::string::npos);
+    const json usage = json::parse(stream.substr(last + 6, stream.find('\n', last) - last - 6));
+    EXPECT_TRUE(usage["choices"].empty()) << usage.dump();
+    EXPECT_EQ(usage["usage"]["prompt_tokens"].get<int>(),
+              static_cast<int>(tools::problem_ids(*lm.tok, kPrompt, false).size()));
+    // (the same request's answer as the non-streamed one's: the same seed, the same text)
+    EXPECT_EQ(usage["usage"]["completion_tokens"],
+              json::parse(plain)["usage"]["completion_tokens"]);
+    // Role developer is the system role.
+    auto [st4, chat] =
+        post("/v1/chat/completions", json{{"messages",
+                                           {{{"role", "developer"}, {"content", "be brief"}},
+                                            {{"role", "user"}, {"content", kPrompt}}}},
+                                          {"max_tokens", 8}});
+    EXPECT_EQ(st4, 200) << chat;
+    // /tokenize and /detokenize: the library's ids and text.
+    auto [st5, tok] = post("/tokenize", json{{"content", kPrompt}});
+    ASSERT_EQ(st5, 200) << tok;
+    const auto ids = json::parse(tok)["tokens"].get<std::vector<int32_t>>();
+    EXPECT_EQ(ids, lm.tok->encode(kPrompt, false, false));
+    auto [st6, detok] = post("/detokenize", json{{"tokens", ids}});
+    ASSERT_EQ(st6, 200) << detok;
+    EXPECT_EQ(json::parse(detok)["content"], kPrompt);
+    auto [st7, bad] = post("/detokenize", json{{"tokens", {-1}}});
+    EXPECT_EQ(st7, 400) << bad;
+    // /props: the server's defaults.
+    auto props = c.Get("/props", auth);
+    ASSERT_TRUE(props);
+    ASSERT_EQ(props->status, 200);
+    const json pj = json::parse(props->body);
+    EXPECT_EQ(pj["default_generation_settings"]["policy"], "dual-cache");
+    EXPECT_DOUBLE_EQ(pj["default_generation_settings"]["threshold"].get<double>(), 0.9);
+    // Behind the key: /metrics, /tokenize, /detokenize, /props.
+    for (const char* path : {"/metrics", "/props"})
+        EXPECT_EQ(c.Get(path)->status, 401) << path;
+    EXPECT_EQ(c.Post("/tokenize", json{{"content", "x"}}.dump(), "application/json")->status, 401);
+    // /metrics adds up: accepted = completed + failed + cancelled + timed out + in flight (the
+    // plain request, its two other spellings, the stream and the chat), the six refused ones
+    // counted apart (a bad /detokenize is not a generation request).
+    auto met = c.Get("/metrics", auth);
+    ASSERT_TRUE(met);
+    const std::string& m = met->body;
+    const int64_t accepted = metric(m, "llada_requests_accepted_total");
+    EXPECT_EQ(accepted, 5) << m;
+    EXPECT_EQ(accepted, metric(m, "llada_requests_completed_total") +
+                            metric(m, "llada_requests_failed_total") +
+                            metric(m, "llada_requests_cancelled_total") +
+                            metric(m, "llada_requests_timed_out_total") +
+                            metric(m, "llada_requests_in_flight"))
+        << m;
+    EXPECT_EQ(metric(m, "llada_requests_invalid_total"), 6) << m;
+}
