@@ -23,10 +23,8 @@ void DecodeFlags::add_to(ArgTable& args) {
     std::string names;
     for (const auto& n : decode::policy_names())
         names += (names.empty() ? "" : ", ") + n;
-    args.string(
-        {"--policy"}, "NAME",
-        "decoding policy: " + names + "\n(default: " + policy_default_help + ")",
-        &policy);
+    args.string({"--policy"}, "NAME",
+                "decoding policy: " + names + "\n(default: " + policy_default_help + ")", &policy);
     args.integer({"--gen"}, "N",
                  "generated positions (default: the model's recommendation, else 128)", &opt.gen, 1,
                  1 << 20);
