@@ -8,16 +8,10 @@
 #include <vector>
 
 #include "util/error.h"
+#include "util/text.h"
 
 namespace llada::tools {
 namespace {
-
-std::string trim(const std::string& s) {
-    const char* ws = " \t\r\n\f\v";
-    const size_t a = s.find_first_not_of(ws);
-    if (a == std::string::npos) return "";
-    return s.substr(a, s.find_last_not_of(ws) - a + 1);
-}
 
 std::vector<std::string> split(const std::string& s, const std::string& sep) {
     std::vector<std::string> out;

@@ -10,19 +10,10 @@
 
 #include "tools/checkers.h"
 #include "util/error.h"
+#include "util/text.h"
 
 namespace llada::tools {
-namespace {
-
-std::string trim(const std::string& s) {
-    const char* ws = " \t\r\n\f\v";
-    const size_t a = s.find_first_not_of(ws);
-    if (a == std::string::npos) return "";
-    const size_t b = s.find_last_not_of(ws);
-    return s.substr(a, b - a + 1);
-}
-
-}  // namespace
+namespace {}  // namespace
 
 std::vector<Problem> read_problems(const std::string& path) {
     std::ifstream f(path);
