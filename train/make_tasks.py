@@ -33,7 +33,7 @@ def main():
     ap.add_argument("--out", default=os.path.join(root, "models", "tasks"))
     ap.add_argument("--n", type=int, default=1000)
     ap.add_argument("--hard", type=int, help="hard problems per task (default 500; the real suite "
-                    "300: its hard rasc prompts number ~390 in the test split)")
+                    "300, which keeps its hard set at the size of the sets tiny-llada-r was first measured on)")
     ap.add_argument("--suite", default="short", choices=sorted(tasks.SUITES))
     args = ap.parse_args()
     task_names = tasks.SUITES[args.suite][0]

@@ -40,9 +40,15 @@ rule of tasks.py.
          and the previous object's number, each decided apart.
   ladd   the long suite's deterministic column addition (tasks.gen_ladd), kept beside them.
 
+The suite (tasks.REAL_TASKS) is rwalk, rsent and ladd. rpick stays defined, and its checker
+tested, but is not trained: its AR twin of tiny-llada-r's size scored 0 of 50 on it after
+2,500 steps (rwalk 100 %, rsent 100 %, ladd 94 % in the same run), so the 870 k-parameter
+model cannot learn it in budget, and a task that neither model learns measures nothing about
+parallel decoding (copying n distinct items needs a count the model does not keep).
+
 Hard sets (all-hard-r.jsonl): rwalk on the least-overlapping of 64 random graphs (nodes share
-few out-neighbours, so a node decided without its predecessor rarely fits), rpick of all 20
-items (a permutation: the last picks are forced), and ladd's long carry chains.
+few out-neighbours, so a node decided without its predecessor rarely fits) and ladd's long
+carry chains (rpick's hard variant, all 20 items, stays defined with the task).
 
 (A first version had `rasc`, n ascending numbers in a range, in rpick's place. Its tens digits
 are predictable from a number's index alone, so confidence-ordered decoding committed them
@@ -265,4 +271,4 @@ def check_rsent(prompt, text):
 
 GENERATORS_R = {"rwalk": gen_rwalk, "rpick": gen_rpick, "rsent": gen_rsent}
 CHECKERS = {"rwalk": check_rwalk, "rpick": check_rpick, "rsent": check_rsent}
-HARD_TASKS_R = ("rwalk", "rpick", "ladd")  # the tasks of all-hard-r.jsonl
+HARD_TASKS_R = ("rwalk", "ladd")  # the tasks of all-hard-r.jsonl
