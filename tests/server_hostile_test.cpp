@@ -171,6 +171,57 @@ TEST(ServerLimits, ClientsSlowToSendTheirHeadersDoNotStarveOthers) {
     EXPECT_EQ(still_sending, kSlow);
 }
 
+// Past --max-connections a connection is answered 503 at once, naming the limit, and closed
+// (it used to wait, unanswered, for a thread); once the connections holding the threads close,
+// the next is served. Serving threads are held here by clients that send a header line every
+// 200 ms, so no timeout decides the outcome.
+TEST(ServerLimits, ConnectionsPastTheCapAre503) {
+    Server s({"--max-connections", "2"});
+    ASSERT_GT(s.port, 0);
+    std::atomic<bool> stop{false};
+    std::atomic<int> connected{0};
+    std::vector<std::thread> holders;
+    for (int i = 0; i < 2; ++i) {
+        holders.emplace_back([&, i] {
+            RawConnection c(s.port);
+            if (c.fd < 0 || !c.send_all("GET /health HTTP/1.1\r\nHost: x\r\n")) return;
+            ++connected;
+            const auto deadline =
+                std::chrono::steady_clock::now() + std::chrono::seconds(kClientLimitSeconds - 30);
+            for (int line = 0; !stop && std::chrono::steady_clock::now() < deadline; ++line) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(200));
+                if (!c.send_all("X-Hold-" + std::to_string(i) + ": " + std::to_string(line) +
+                                "\r\n"))
+                    break;
+            }
+        });
+    }
+    while (connected < 2)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // each has sent a line more
+    std::string raw;
+    {
+        RawConnection c(s.port);
+        ASSERT_GE(c.fd, 0);
+        ASSERT_TRUE(c.send_all("GET /health HTTP/1.1\r\nHost: x\r\n\r\n"));
+        raw = c.read_response();
+    }
+    stop = true;
+    for (auto& t : holders)
+        t.join();
+    EXPECT_EQ(status_of(raw), 503) << raw.substr(0, 300);
+    EXPECT_NE(body_of(raw).find("too many connections"), std::string::npos) << raw.substr(0, 300);
+    EXPECT_NE(body_of(raw).find("--max-connections"), std::string::npos);
+    EXPECT_NE(raw.find("Retry-After: 1"), std::string::npos);
+    // The holders have closed: their threads serve again (polled within the test's limit).
+    EXPECT_TRUE(metrics_until(s.port, [](const std::string& m) {
+        return metric(m, "llada_connections_refused_total") == 1;
+    }));
+    auto r = client(s.port).Get("/health");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200);
+}
+
 // A non-streamed request whose client hangs up is cancelled (its sequence freed) instead of
 // decoding on for nobody: the cancellation is counted and its generation never completes.
 TEST(ServerLimits, ARequestWhoseClientLeavesIsCancelled) {

@@ -120,7 +120,7 @@ int main(int argc, char** argv) {
                      1, 1 << 20);
         args.integer({"--max-connections"}, "N",
                      "connections served at once, each on its own thread (default 256; more "
-                     "wait to be read)",
+                     "are answered 503 and closed)",
                      &max_connections, 1, 1 << 16);
         args.real({"--timeout"}, "S",
                   "a request that has not finished after S seconds is cancelled (default 600)",
@@ -169,8 +169,15 @@ int main(int argc, char** argv) {
         // A thread per connection (up to --max-connections): a client that is slow to send its
         // request holds its own thread only, so /health and the others are still answered; the
         // engine's own limits (--parallel, --queue) decide what is decoded or refused with 503.
+        // Past that, a connection is answered 503 on one of a few refusal threads
+        // (ConnectionThreads::refusing(), the pre-routing handler) and closed.
         const size_t workers = static_cast<size_t>(max_connections);
-        srv.new_task_queue = [workers] { return new tools::ConnectionThreads(workers); };
+        std::atomic<tools::ConnectionThreads*> connections{nullptr};
+        srv.new_task_queue = [workers, &connections] {
+            auto* q = new tools::ConnectionThreads(workers);
+            connections = q;
+            return q;
+        };
         // SIGTERM drains: from the first signal, generation requests are refused (503) and the
         // open answers (non-streamed ones being decoded, streams until their [DONE]) finish;
         // the server stops when none is left, after --timeout, or at a second signal.
@@ -197,6 +204,19 @@ int main(int argc, char** argv) {
         srv.set_pre_routing_handler([&](const httplib::Request& q, httplib::Response& s) {
             request_start = std::chrono::steady_clock::now();
             request_tokens = -1;
+            if (tools::ConnectionThreads::refusing()) {
+                send_error(s, 503,
+                           "too many connections: the server serves " +
+                               std::to_string(max_connections) +
+                               " at once (--max-connections); try again later",
+                           "server_error");
+                s.set_header("Connection", "close");
+                s.set_header("Retry-After", "1");
+                // (cpp-httplib 0.11 still waits up to its 5 s keep-alive timeout for another
+                // request on the connection, unless the client closes it; the refusal thread
+                // is busy meanwhile.)
+                return httplib::Server::HandlerResponse::Handled;
+            }
             const bool guarded = q.path.rfind("/v1/", 0) == 0 || q.path == "/metrics" ||
                                  q.path == "/tokenize" || q.path == "/detokenize" ||
                                  q.path == "/props";
@@ -211,9 +231,15 @@ int main(int argc, char** argv) {
             const double t =
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - request_start)
                     .count();
-            std::fprintf(stderr, "llada-server: %s %s %d %s tokens %.3f s\n", q.method.c_str(),
+            // (A request cpp-httplib refused before routing, e.g. a malformed one, has no
+            // start: its time is "-".)
+            char time[32] = "-";
+            if (request_start != std::chrono::steady_clock::time_point{})
+                std::snprintf(time, sizeof(time), "%.3f", t);
+            std::fprintf(stderr, "llada-server: %s %s %d %s tokens %s s\n", q.method.c_str(),
                          q.path.c_str(), s.status,
-                         request_tokens < 0 ? "-" : std::to_string(request_tokens).c_str(), t);
+                         request_tokens < 0 ? "-" : std::to_string(request_tokens).c_str(), time);
+            request_start = {};
         });
         // The errors cpp-httplib answers itself (a handler's own errors have a body already).
         srv.set_error_handler([body_kib](const httplib::Request& q, httplib::Response& s) {
@@ -379,6 +405,10 @@ int main(int argc, char** argv) {
                  rc->rejected);
             line("llada_requests_invalid_total", "requests refused before admission (4xx)",
                  rc->invalid);
+            const tools::ConnectionThreads* conns = connections;
+            line("llada_connections_refused_total",
+                 "connections past --max-connections answered 503",
+                 conns ? static_cast<int64_t>(conns->refused()) : 0);
             m += "# HELP llada_requests_in_flight admitted requests not yet ended\n# TYPE "
                  "llada_requests_in_flight gauge\nllada_requests_in_flight " +
                  std::to_string(accepted - completed - failed - cancelled - timed_out) + "\n";

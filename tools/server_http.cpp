@@ -18,8 +18,23 @@ ConnectionThreads::~ConnectionThreads() {
     shutdown();
 }
 
+namespace {
+thread_local bool tl_refusing = false;  // this thread serves a connection past the cap
+}  // namespace
+
+bool ConnectionThreads::refusing() {
+    return tl_refusing;
+}
+
 void ConnectionThreads::enqueue(std::function<void()> fn) {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
+    // Every serving thread busy and none to add: the connection is one too many. It is
+    // answered 503 on a refusal thread while one is free, else it waits like any other.
+    if (tasks_.size() >= idle_ && threads_.size() >= max_ && refusing_ < kRefusalThreads &&
+        !stopping_) {
+        refuse(std::move(fn));
+        return;
+    }
     tasks_.push_back(std::move(fn));
     // More tasks waiting than idle threads to take them: one more thread, within the cap.
     if (tasks_.size() > idle_ && threads_.size() < max_) {
@@ -27,6 +42,20 @@ void ConnectionThreads::enqueue(std::function<void()> fn) {
     } else {
         cv_.notify_one();
     }
+}
+
+void ConnectionThreads::refuse(std::function<void()> fn) {
+    // (Called with mu_ held.) A detached thread that lives one connection, the refusal closing
+    // it; shutdown() waits for every one to end.
+    ++refusing_;
+    ++refused_;
+    std::thread([this, fn = std::move(fn)]() mutable {
+        tl_refusing = true;
+        fn();
+        std::function<void()>().swap(fn);  // nothing of the connection outlives the count
+        std::lock_guard<std::mutex> lock(mu_);
+        if (--refusing_ == 0) refusals_done_.notify_all();
+    }).detach();
 }
 
 void ConnectionThreads::work() {
@@ -56,6 +85,13 @@ void ConnectionThreads::shutdown() {
     cv_.notify_all();
     for (auto& t : threads)
         t.join();
+    std::unique_lock<std::mutex> lock(mu_);
+    refusals_done_.wait(lock, [&] { return refusing_ == 0; });
+}
+
+size_t ConnectionThreads::refused() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return refused_;
 }
 
 size_t ConnectionThreads::open() const {

@@ -23,27 +23,37 @@ namespace llada::tools {
 
 // cpp-httplib's task queue: each accepted connection is one task that reads its requests,
 // answers them and closes. A fixed pool of N threads lets N slow clients take every thread;
-// here a task starts on an idle thread or a new one, up to max_threads, and waits beyond that.
-// Threads are kept once started (a few hundred idle threads cost their stacks' address space).
+// here a task starts on an idle thread or a new one, up to max_threads. A connection past that
+// is served on one of a few refusal threads (kRefusalThreads), where refusing() is true: the
+// server answers its request with 503 and closes. Only when those are busy too does a
+// connection wait for a thread. Serving threads are kept once started (a few hundred idle
+// threads cost their stacks' address space); a refusal thread ends with its connection.
 class ConnectionThreads : public httplib::TaskQueue {
   public:
+    static constexpr size_t kRefusalThreads = 8;
     explicit ConnectionThreads(size_t max_threads);
     ~ConnectionThreads() override;
     void enqueue(std::function<void()> fn) override;
     // Runs what is queued, then joins every thread (cpp-httplib calls it once listening ends).
     void shutdown() override;
-    // Connections being served or waiting for a thread.
+    // Connections being served or waiting for a thread (refused ones not counted).
     size_t open() const;
+    // Connections past max_threads answered with 503 so far.
+    size_t refused() const;
+    // True on a refusal thread: the connection being served is one too many.
+    static bool refusing();
 
   private:
     void work();
+    void refuse(std::function<void()> fn);
 
     const size_t max_;
     mutable std::mutex mu_;
     std::condition_variable cv_;
     std::deque<std::function<void()>> tasks_;
     std::vector<std::thread> threads_;
-    size_t idle_ = 0, busy_ = 0;
+    std::condition_variable refusals_done_;  // refusing_ reached 0
+    size_t idle_ = 0, busy_ = 0, refusing_ = 0, refused_ = 0;
     bool stopping_ = false;
 };
 
