@@ -71,7 +71,7 @@ class ArStepper : public Stepper {
         } else {
             const float* lr = preds[0].logits;
             if (opt_.temperature > 0.0) noise_->next_draw(V_);
-            next = pick_candidate(lr, V_, opt_.temperature, *noise_, 0).token;
+            next = pick_candidate(lr, V_, opt_.temperature, *noise_, 0, -1, opt_.filter).token;
             check_finite_logit(lr[next], at);
             conf = softmax_prob(lr, V_, next);
         }
@@ -137,6 +137,7 @@ void check_autoregressive(const model::Model& model, const GenerateOptions& opt)
     if (opt.gen <= 0) throw Error("--gen must be positive, got " + std::to_string(opt.gen));
     if (!(opt.temperature >= 0.0)) throw Error("--temperature must be >= 0");
     if (opt.cfg != 0.0) throw Error("--cfg is not available with policy 'ar'");
+    check_sample_filter(opt);
 }
 
 std::unique_ptr<Stepper> make_ar_stepper(const model::Model& model, const GenerateOptions& opt,

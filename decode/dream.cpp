@@ -363,6 +363,10 @@ void check_dream_options(const model::Model& model, const GenerateOptions& opt,
         throw Error("--dream-alg must be origin, maskgit_plus, topk_margin or entropy, got '" +
                     d.alg + "'");
     }
+    if (opt.filter.on())
+        throw Error(
+            "policy 'dream' filters with Dream's own top_k and top_p (DreamOptions), not the "
+            "LLaDA policies' top_k / min_p");
     if (!(d.eps > 0.0 && d.eps < 1.0)) throw Error("--eps must be in (0, 1)");
     if (!(d.top_p > 0.0 && d.top_p <= 1.0)) throw Error("--top-p must be in (0, 1]");
     if (d.top_k < 0) throw Error("--top-k must be >= 0 (0: off)");

@@ -498,8 +498,9 @@ const StepRequest& Generator::plan_step() {
     // T > 0 samples in the fused head too (Gumbel-max over the counter generator's draws), unless
     // the noise is a replayed stream the head cannot read.
     const bool gumbel = opt_.temperature > 0.0 && opt_.noise == nullptr;
-    req_.need_logits =
-        !(opt_.fused_sampling && (opt_.temperature == 0.0 || gumbel) && opt_.cfg <= 0.0);
+    // (The fused head draws over the whole vocabulary: a top-k or min-p filter takes rows.)
+    req_.need_logits = !(opt_.fused_sampling && (opt_.temperature == 0.0 || gumbel) &&
+                         opt_.cfg <= 0.0 && !opt_.filter.on());
     req_.gumbel.clear();
     req_.dense = !blocks_done_;
     if (!req_.dense) {
@@ -693,8 +694,8 @@ void Generator::predict(std::span<const RowPrediction> preds, int n_pred) {
             guide(row, preds[n_pred + r].logits, static_cast<float>(opt_.cfg), guided_.data(), V);
             row = guided_.data();
         }
-        cand_[r] =
-            pick_candidate(row, V, opt_.temperature, *noise_, int64_t{pos_of(r)} * V, banned);
+        cand_[r] = pick_candidate(row, V, opt_.temperature, *noise_, int64_t{pos_of(r)} * V, banned,
+                                  opt_.filter);
         check_finite_logit(row[cand_[r].token], pos_of(r));
         if (opt_.remasking == Remasking::LowConfidence) {
             cand_[r].confidence = softmax_prob(row, V, cand_[r].token);

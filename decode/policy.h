@@ -125,12 +125,24 @@ struct DreamOptions {
 // the server's for dual-cache, and llada-bench's threshold rows.
 inline constexpr double kDefaultThreshold = 0.9;
 
+// Which tokens a sampled choice (temperature > 0) may take, as llama.cpp's samplers filter
+// them: the top_k most likely (0: off), then those whose probability is at least min_p times
+// the most likely one's (0: off). Both off: every token. The candidate's confidence stays its
+// probability under the model's whole distribution.
+struct SampleFilter {
+    int top_k = 0;
+    double min_p = 0.0;
+    bool on() const { return top_k > 0 || min_p > 0.0; }
+};
+
 struct GenerateOptions {
     int gen = 64;    // generated positions
     int steps = 64;  // denoising steps in total (split evenly over blocks)
     int block = 32;  // block length
     double temperature = 0.0;
-    double cfg = 0.0;  // classifier-free guidance scale w (0 = off)
+    SampleFilter filter;  // with temperature > 0 (the policies that sample); the dream policy
+                          // has its own (dream.top_k, dream.top_p)
+    double cfg = 0.0;     // classifier-free guidance scale w (0 = off)
     Remasking remasking = Remasking::LowConfidence;
     uint64_t seed = 0;
     // Replaces the seeded generator (tests replay the reference's recorded draws).

@@ -15,10 +15,61 @@ void guide(const float* cond, const float* uncond, float w, float* out, int64_t 
         out[v] = uncond[v] + scale * (cond[v] - uncond[v]);
 }
 
+void filter_tokens(const float* logits, int64_t n_vocab, int32_t banned, const SampleFilter& filter,
+                   std::vector<uint8_t>& keep) {
+    keep.assign(static_cast<size_t>(n_vocab), 1);
+    if (banned >= 0 && banned < n_vocab) keep[static_cast<size_t>(banned)] = 0;
+    if (filter.top_k > 0 && filter.top_k < n_vocab) {
+        // The k-th best (logit, lower index first) among the candidates; the rest drop out.
+        std::vector<int32_t> order;
+        order.reserve(static_cast<size_t>(n_vocab));
+        for (int64_t v = 0; v < n_vocab; ++v)
+            if (keep[static_cast<size_t>(v)]) order.push_back(static_cast<int32_t>(v));
+        const auto better = [&](int32_t a, int32_t b) {
+            return logits[a] != logits[b] ? logits[a] > logits[b] : a < b;
+        };
+        if (static_cast<int64_t>(order.size()) > filter.top_k) {
+            std::nth_element(order.begin(), order.begin() + (filter.top_k - 1), order.end(),
+                             better);
+            const int32_t kth = order[static_cast<size_t>(filter.top_k - 1)];
+            for (int64_t v = 0; v < n_vocab; ++v)
+                if (keep[static_cast<size_t>(v)] && better(kth, static_cast<int32_t>(v)))
+                    keep[static_cast<size_t>(v)] = 0;
+        }
+    }
+    if (filter.min_p > 0.0) {
+        float mx = -INFINITY;
+        for (int64_t v = 0; v < n_vocab; ++v)
+            if (keep[static_cast<size_t>(v)]) mx = std::max(mx, logits[v]);
+        // p_v >= min_p * p_max  <=>  logit_v >= max + log(min_p), in double.
+        const double cut = static_cast<double>(mx) + std::log(filter.min_p);
+        for (int64_t v = 0; v < n_vocab; ++v)
+            if (keep[static_cast<size_t>(v)] && !(static_cast<double>(logits[v]) >= cut))
+                keep[static_cast<size_t>(v)] = 0;
+    }
+}
+
 Candidate pick_candidate(const float* logits, int64_t n_vocab, double temperature,
-                         const NoiseSource& noise, int64_t noise_offset, int32_t banned) {
+                         const NoiseSource& noise, int64_t noise_offset, int32_t banned,
+                         const SampleFilter& filter) {
     Candidate c;
     int64_t best = -1;
+    if (temperature > 0.0 && filter.on()) {
+        thread_local std::vector<uint8_t> keep;
+        filter_tokens(logits, n_vocab, banned, filter, keep);
+        double best_val = 0.0;
+        for (int64_t v = 0; v < n_vocab; ++v) {
+            if (!keep[static_cast<size_t>(v)]) continue;
+            const double g = std::pow(-std::log(noise.at(noise_offset + v)), temperature);
+            const double val = std::exp(static_cast<double>(logits[v])) / g;
+            if (best < 0 || val > best_val) {
+                best = v;
+                best_val = val;
+            }
+        }
+        c.token = static_cast<int32_t>(best);
+        return c;
+    }
     if (temperature == 0.0) {
         for (int64_t v = 0; v < n_vocab; ++v) {
             if (v != banned && (best < 0 || logits[v] > logits[best])) best = v;
@@ -126,6 +177,20 @@ void validate_common_options(const GenerateOptions& opt, const TokenIds& ids,
         throw Error("--temperature must be >= 0");
     }
     if (!(opt.cfg >= 0.0) || !std::isfinite(opt.cfg)) throw Error("--cfg must be >= 0");
+    check_sample_filter(opt);
+}
+
+void check_sample_filter(const GenerateOptions& opt) {
+    const SampleFilter& f = opt.filter;
+    if (f.top_k < 0) throw Error("--top-k must be >= 0 (0: off), got " + std::to_string(f.top_k));
+    if (!(f.min_p >= 0.0 && f.min_p <= 1.0)) {
+        throw Error("--min-p must be in [0, 1] (0: off), got " + std::to_string(f.min_p));
+    }
+    if (f.on() && opt.temperature == 0.0) {
+        throw Error(
+            "--top-k and --min-p filter a sampled choice: they need --temperature above 0 (at "
+            "0 the most likely token is taken)");
+    }
 }
 
 void check_canvas_fits(const model::Model& model, int prompt_len, int gen) {

@@ -23,8 +23,16 @@ void guide(const float* cond, const float* uncond, float w, float* out, int64_t 
 // Candidate token of a logits row: argmax for T = 0 (first maximum); for T > 0 the argmax of
 // exp(l) / (-log(u))^T in float64, u = noise.at(noise_offset + v) from the current draw.
 // `banned` (if >= 0) is never chosen.
+// `filter` (T > 0 only) restricts the choice to its tokens (SampleFilter); the draw is the
+// same, so a token the filter keeps wins exactly when it would have won among those tokens.
 Candidate pick_candidate(const float* logits, int64_t n_vocab, double temperature,
-                         const NoiseSource& noise, int64_t noise_offset, int32_t banned = -1);
+                         const NoiseSource& noise, int64_t noise_offset, int32_t banned = -1,
+                         const SampleFilter& filter = {});
+
+// Whether entry v of a logits row passes `filter`: top_k by logit (ties to the lower index),
+// then logit >= max + log(min_p). `banned` is never kept. Writes n_vocab flags to `keep`.
+void filter_tokens(const float* logits, int64_t n_vocab, int32_t banned, const SampleFilter& filter,
+                   std::vector<uint8_t>& keep);
 
 // softmax(logits)[token], accumulated in double.
 float softmax_prob(const float* logits, int64_t n_vocab, int32_t token);
@@ -42,6 +50,8 @@ void select_by_factor(const std::vector<Candidate>& cand, double factor, std::ve
 // Checks shared by all policies; throw llada::Error with the problem named.
 void validate_common_options(const GenerateOptions& opt, const TokenIds& ids,
                              const model::Model& model);
+// top_k >= 0, min_p in [0, 1], and either only with a temperature above 0.
+void check_sample_filter(const GenerateOptions& opt);
 void check_canvas_fits(const model::Model& model, int prompt_len, int gen);
 void check_prompt_ids(const model::Model& model, std::span<const int32_t> prompt);
 // A token the decoder chose at position `pos` that the tokenizer cannot spell is an error now,

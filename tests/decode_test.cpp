@@ -3,13 +3,16 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "decode/commit_rule.h"
+#include "decode/noise.h"
 #include "decode/policy.h"
 #include "decode/revision_rule.h"
 #include "decode/sampling.h"
@@ -395,6 +398,112 @@ TEST(Vanilla, ImpossibleOptionsAreRejectedClearly) {
     runtime::ThreadPool pool(2);
     auto dev = runtime::make_cpu_device(pool);
     EXPECT_THROW(decode::make_policy("vanilla", *ar, *dev, o, ids), Error);
+}
+
+// The sampling filter against a brute-force twin written here: sort every token by (logit
+// descending, index ascending), keep the first top_k, then those with p >= min_p * p_max
+// (computed as probabilities in double, not in the kernel's log form); the sampled token is
+// the Gumbel-max over exactly the kept ones, with the same draw. Logits with ties, k past the
+// vocabulary and a banned token included.
+TEST(SampleFilter, KeepsTheTopKThenMinPAndSamplesAmongThem) {
+    constexpr int64_t V = 40;
+    std::mt19937 rng(7);
+    std::uniform_int_distribution<int> level(0, 12);
+    for (int trial = 0; trial < 200; ++trial) {
+        std::vector<float> logits(V);
+        for (auto& x : logits)
+            x = 0.5f * static_cast<float>(level(rng));  // many ties
+        const int32_t banned = trial % 3 == 0 ? static_cast<int32_t>(trial % V) : -1;
+        const decode::SampleFilter f{std::array{0, 1, 3, 7, 39, 40, 55}[trial % 7],
+                                     std::array{0.0, 0.05, 0.3, 1.0}[trial % 4]};
+        std::vector<int32_t> order;
+        for (int32_t v = 0; v < V; ++v)
+            if (v != banned) order.push_back(v);
+        std::stable_sort(order.begin(), order.end(),
+                         [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+        if (f.top_k > 0 && static_cast<int64_t>(order.size()) > f.top_k) order.resize(f.top_k);
+        double pmax = 0.0, z = 0.0;
+        for (int32_t v = 0; v < V; ++v)
+            z += std::exp(static_cast<double>(logits[v]));
+        for (int32_t v : order)
+            pmax = std::max(pmax, std::exp(static_cast<double>(logits[v])) / z);
+        std::vector<uint8_t> want(V, 0);
+        for (int32_t v : order)
+            want[v] = std::exp(static_cast<double>(logits[v])) / z >= f.min_p * pmax * (1 - 1e-12);
+        std::vector<uint8_t> got;
+        decode::filter_tokens(logits.data(), V, banned, f, got);
+        ASSERT_EQ(got, want) << "trial " << trial << " top_k " << f.top_k << " min_p " << f.min_p;
+
+        decode::CounterNoise noise(100 + trial);
+        noise.next_draw(V);
+        const double T = 0.7;
+        int32_t best = -1;
+        double best_val = 0.0;
+        for (int32_t v = 0; v < V; ++v) {
+            if (!want[v]) continue;
+            const double val =
+                std::exp(static_cast<double>(logits[v])) / std::pow(-std::log(noise.at(v)), T);
+            if (best < 0 || val > best_val) best = v, best_val = val;
+        }
+        EXPECT_EQ(decode::pick_candidate(logits.data(), V, T, noise, 0, banned, f).token, best)
+            << "trial " << trial;
+    }
+}
+
+// top_k 1 (or min_p 1 without ties) leaves only the most likely token: sampling at any
+// temperature must then decode exactly what greedy decoding does, for a diffusion policy (the
+// filter takes the unfused head) and for the AR one.
+TEST(SampleFilter, TopOneSamplingIsGreedyDecoding) {
+    runtime::ThreadPool pool(2);
+    auto dev = runtime::make_cpu_device(pool);
+    auto m = model::Model::load((data_dir() / "llada-mha.gguf").string());
+    const std::vector<int32_t> prompt = {256, 72, 105};
+    for (const char* policy : {"vanilla", "dual-cache"}) {
+        SCOPED_TRACE(policy);
+        decode::GenerateOptions opt;
+        opt.gen = 16;
+        opt.block = 8;
+        opt.steps = 16;
+        const auto greedy =
+            decode::make_policy(policy, *m, *dev, opt, {258, 257, -1})->generate(prompt);
+        opt.temperature = 2.0;
+        opt.seed = 5;
+        const auto sampled =
+            decode::make_policy(policy, *m, *dev, opt, {258, 257, -1})->generate(prompt);
+        EXPECT_NE(sampled.canvas, greedy.canvas);  // the filter is what makes them equal
+        opt.filter.top_k = 1;
+        EXPECT_EQ(
+            decode::make_policy(policy, *m, *dev, opt, {258, 257, -1})->generate(prompt).canvas,
+            greedy.canvas);
+        opt.filter = {0, 1.0};
+        EXPECT_EQ(
+            decode::make_policy(policy, *m, *dev, opt, {258, 257, -1})->generate(prompt).canvas,
+            greedy.canvas);
+    }
+    auto ar = model::Model::load((data_dir() / "llama-causal.gguf").string());
+    decode::GenerateOptions opt;
+    opt.gen = 20;
+    const std::vector<int32_t> ar_prompt = {256, 72, 105, 33};
+    const auto greedy =
+        decode::make_policy("ar", *ar, *dev, opt, {-1, 257, -1})->generate(ar_prompt);
+    opt.temperature = 2.0;
+    opt.filter.top_k = 1;
+    EXPECT_EQ(decode::make_policy("ar", *ar, *dev, opt, {-1, 257, -1})->generate(ar_prompt).canvas,
+              greedy.canvas);
+    // A filter at T = 0 would be ignored: refused, naming the flags.
+    opt.temperature = 0.0;
+    try {
+        decode::make_policy("ar", *ar, *dev, opt, {-1, 257, -1});
+        ADD_FAILURE() << "top_k at temperature 0 was accepted";
+    } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("--temperature above 0"), std::string::npos)
+            << e.what();
+    }
+    opt.temperature = 1.0;
+    opt.filter = {-1, 0.0};
+    EXPECT_THROW(decode::make_policy("vanilla", *m, *dev, opt, {258, 257, -1}), Error);
+    opt.filter = {0, 1.5};
+    EXPECT_THROW(decode::make_policy("vanilla", *m, *dev, opt, {258, 257, -1}), Error);
 }
 
 void greedy_matches_full_recomputation(bool fused);

@@ -401,6 +401,33 @@ TEST(ServerApi, OpenAiFieldsUtilityEndpointsAndRefusedCombinations) {
         EXPECT_NE(b.find(why), std::string::npos) << body.dump() << " " << b;
     };
     refused({{"prompt", {"a", "b"}}}, "holds 2 prompts");
+    // The sampling filter: refused where it would be ignored (temperature 0), and at top_k 1
+    // sampling at temperature 1.5 answers what greedy decoding answers (0 is "off").
+    refused({{"prompt", kPrompt}, {"top_k", 5}}, "need a 'temperature' above 0");
+    refused({{"prompt", kPrompt}, {"min_p", 0.1}, {"temperature", 0}}, "'temperature' above 0");
+    refused({{"prompt", kPrompt}, {"min_p", 2}}, "'min_p' must be in [0, 1]");
+    json filtered = base;
+    filtered["top_k"] = 0;
+    filtered["min_p"] = 0;
+    auto [stf0, off] = post("/v1/completions", filtered);
+    ASSERT_EQ(stf0, 200) << off;
+    EXPECT_EQ(text_of(off), text_of(plain));
+    filtered["temperature"] = 1.5;
+    filtered["top_k"] = 1;
+    auto [stf1, top1] = post("/v1/completions", filtered);
+    ASSERT_EQ(stf1, 200) << top1;
+    EXPECT_EQ(text_of(top1), text_of(plain));
+    // JSON mode cannot be honoured exactly (no constrained decoding): refused, "text" taken.
+    refused({{"prompt", kPrompt}, {"response_format", {{"type", "json_object"}}}},
+            "'response_format' type 'json_object' is not supported");
+    refused({{"prompt", kPrompt},
+             {"response_format", {{"type", "json_schema"}, {"json_schema", json::object()}}}},
+            "type 'json_schema' is not supported");
+    json as_text = base;
+    as_text["response_format"] = {{"type", "text"}};
+    auto [stt, text] = post("/v1/completions", as_text);
+    ASSERT_EQ(stt, 200) << text;
+    EXPECT_EQ(text_of(text), text_of(plain));
     refused({{"prompt", kPrompt}, {"threshold", 0}}, "'threshold' 0 is not a threshold");
     refused({{"prompt", kPrompt}, {"steps", 8}}, "'steps' applies to the step schedule");
     refused({{"prompt", kPrompt}, {"max_tokens", 8}, {"max_completion_tokens", 9}}, "differ");
@@ -456,18 +483,19 @@ TEST(ServerApi, OpenAiFieldsUtilityEndpointsAndRefusedCombinations) {
         EXPECT_EQ(c.Get(path)->status, 401) << path;
     EXPECT_EQ(c.Post("/tokenize", json{{"content", "x"}}.dump(), "application/json")->status, 401);
     // /metrics adds up: accepted = completed + failed + cancelled + timed out + in flight (the
-    // plain request, its two other spellings, the stream and the chat), the six refused ones
-    // counted apart (a bad /detokenize is not a generation request).
+    // plain request, its two other spellings, the two filtered ones, the "text" format, the
+    // stream and the chat), the eleven refused ones counted apart (a bad /detokenize is not a
+    // generation request).
     auto met = c.Get("/metrics", auth);
     ASSERT_TRUE(met);
     const std::string& m = met->body;
     const int64_t accepted = metric(m, "llada_requests_accepted_total");
-    EXPECT_EQ(accepted, 5) << m;
+    EXPECT_EQ(accepted, 8) << m;
     EXPECT_EQ(accepted, metric(m, "llada_requests_completed_total") +
                             metric(m, "llada_requests_failed_total") +
                             metric(m, "llada_requests_cancelled_total") +
                             metric(m, "llada_requests_timed_out_total") +
                             metric(m, "llada_requests_in_flight"))
         << m;
-    EXPECT_EQ(metric(m, "llada_requests_invalid_total"), 6) << m;
+    EXPECT_EQ(metric(m, "llada_requests_invalid_total"), 11) << m;
 }

@@ -50,6 +50,7 @@ struct DecodeFlags {
     std::string policy = "vanilla";
     std::string remasking = "low_confidence";
     int seed = 0;
+    int top_k = 0;  // --top-k: the sampling filter's, or Dream's sampler's (--policy dream)
     bool early_stop = false, no_early_stop = false, full_logits = false;
     bool lut_exp = false, lut_dequant = false, kv_f16 = false;
     std::string lookahead = "auto", draft_input = "mask", pipeline_verify = "shadow";

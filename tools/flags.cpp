@@ -34,6 +34,14 @@ void DecodeFlags::add_to(ArgTable& args) {
                  &opt.block, 1, 1 << 20);
     args.real({"--temperature"}, "T", "Gumbel-max sampling temperature; 0 = argmax (default 0)",
               &opt.temperature, 0.0, 1e6);
+    args.integer({"--top-k"}, "K",
+                 "with --temperature > 0: sample among the K most likely tokens; 0 = off\n"
+                 "(default; also Dream's sampler's filter)",
+                 &top_k, 0, 1 << 30);
+    args.real({"--min-p"}, "P",
+              "with --temperature > 0: sample among the tokens at least P times as likely as\n"
+              "the most likely one (after --top-k); 0 = off (default)",
+              &opt.filter.min_p, 0.0, 1.0);
     args.real({"--cfg"}, "W", "classifier-free guidance scale; 0 = off (default 0)", &opt.cfg, 0.0,
               1e6);
     args.string({"--remasking"}, "MODE", "low_confidence (default) or random", &remasking);
@@ -191,8 +199,6 @@ void DecodeFlags::add_to(ArgTable& args) {
               &opt.dream.eps, 0.0, 1.0);
     args.real({"--top-p"}, "P", "nucleus filter before sampling; 1 = off (default)",
               &opt.dream.top_p, 0.0, 1.0);
-    args.integer({"--top-k"}, "K", "keep the K largest logits before sampling; 0 = off (default)",
-                 &opt.dream.top_k, 0, 1 << 30);
     args.section("Test-time scaling");
     args.string({"--tts"}, "auto|N",
                 "decode N candidates of the prompt together (seeds --seed .. --seed+N-1; give\n"
@@ -268,10 +274,19 @@ void DecodeFlags::finish(const ArgTable& args, const model::Model& model) {
     opt.kernels.kv_f16 = kv_f16;
     opt.kernels.full_last_layer = full_last_layer;
     const bool mbsd = policy == "mbsd";
-    for (const char* f : {"--dream-alg", "--alg-temp", "--eps", "--top-p", "--top-k"}) {
+    for (const char* f : {"--dream-alg", "--alg-temp", "--eps", "--top-p"}) {
         if (args.given(f) && policy != "dream") {
             throw Error(std::string(f) + " applies to --policy dream, not " + policy);
         }
+    }
+    if (policy == "dream") {
+        opt.dream.top_k = top_k;
+        if (args.given("--min-p"))
+            throw Error(
+                "--min-p does not apply to --policy dream (Dream's sampler filters with "
+                "--top-k and --top-p)");
+    } else {
+        opt.filter.top_k = top_k;
     }
     if (policy == "dream" && args.given("--block"))
         throw Error(

@@ -122,7 +122,10 @@ ParsedRequest parse_request(const json& body_in, const std::string& default_poli
                                                    "best_of",
                                                    "select",
                                                    "max_completion_tokens",
-                                                   "stream_options"};
+                                                   "stream_options",
+                                                   "top_k",
+                                                   "min_p",
+                                                   "response_format"};
     if (!body_in.is_object()) throw Error("the request body must be a JSON object");
     // Optional fields given as null are absent (OpenAI's clients send them so).
     json body = json::object();
@@ -230,6 +233,38 @@ ParsedRequest parse_request(const json& body_in, const std::string& default_poli
     if (frequency_penalty != 0.0 || presence_penalty != 0.0)
         throw Error("'frequency_penalty' and 'presence_penalty' other than 0 are not supported");
     if (body.contains("user") && !body["user"].is_string()) throw Error("'user' must be a string");
+    // The sampling filter (decode::SampleFilter; Dream's own top_k under policy dream). 0 is
+    // "off" for both, as in llama-server; a filter at temperature 0 would be ignored.
+    num("top_k", p.opt.filter.top_k, 0, 1 << 30);
+    num("min_p", p.opt.filter.min_p, 0.0, 1.0);
+    if (p.opt.filter.on() && p.opt.temperature == 0.0) {
+        throw Error(
+            "'top_k' and 'min_p' filter a sampled choice: they need a 'temperature' above 0 (at "
+            "0 the most likely token is taken)");
+    }
+    if (p.policy == "dream") {
+        if (p.opt.filter.min_p > 0.0)
+            throw Error(
+                "'min_p' does not apply to policy 'dream' (Dream's sampler filters with "
+                "top_k)");
+        p.opt.dream.top_k = p.opt.filter.top_k;
+        p.opt.filter = {};
+    }
+    if (body.contains("response_format")) {
+        const json& rf = body["response_format"];
+        if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string())
+            throw Error("'response_format' must be an object with a string 'type'");
+        // JSON mode is not offered: it cannot be honoured exactly. A diffusion policy fixes
+        // positions in any order, and no grammar over the canvas constrains them.
+        if (rf["type"] != "text") {
+            throw Error("'response_format' type '" + rf["type"].get<std::string>() +
+                        "' is not supported (only \"text\"): this server has no constrained "
+                        "decoding, so valid JSON could not be guaranteed");
+        }
+        for (const auto& [k, v] : rf.items()) {
+            if (k != "type") throw Error("unknown field 'response_format." + k + "'");
+        }
+    }
     // n choices of best_of candidates, decoded together (test-time scaling, decode/tts.h):
     // candidate k samples with seed + k; the n returned are the best by 'select'.
     num("n", p.n, 1, limits.parallel);
