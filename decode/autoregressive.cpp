@@ -30,7 +30,11 @@ class ArStepper : public Stepper {
         noise_ = opt_.noise ? opt_.noise : &own_noise_;
         // At T = 0 the fused LM head gives the argmax without writing logits rows (unless fused
         // sampling is off); otherwise each row is sampled from the logits.
-        fused_ = opt.temperature == 0.0 && opt.fused_sampling;
+        fused_ = opt.temperature == 0.0 && opt.fused_sampling && opt.logprobs <= 0;
+        if (opt.logprobs >= 0) {
+            res_.logprobs.assign(static_cast<size_t>(P_), NAN);
+            if (opt.logprobs > 0) res_.top_logprobs.assign(static_cast<size_t>(P_), {});
+        }
         res_.prompt_len = P_;
         res_.canvas.reserve(L_);
         res_.canvas.assign(prompt.begin(), prompt.end());
@@ -76,6 +80,13 @@ class ArStepper : public Stepper {
             conf = softmax_prob(lr, V_, next);
         }
         check_spellable(ids_, next, at);
+        if (opt_.logprobs >= 0) {
+            res_.logprobs.push_back(std::log(conf));
+            if (opt_.logprobs > 0) {
+                res_.top_logprobs.emplace_back();
+                top_logprobs(preds[0].logits, V_, opt_.logprobs, res_.top_logprobs.back());
+            }
+        }
         res_.canvas.push_back(next);
         states_[at] = TokenState::Stable;
         committed_ = at;

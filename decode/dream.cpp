@@ -363,6 +363,8 @@ void check_dream_options(const model::Model& model, const GenerateOptions& opt,
         throw Error("--dream-alg must be origin, maskgit_plus, topk_margin or entropy, got '" +
                     d.alg + "'");
     }
+    if (opt.logprobs >= 0)
+        throw Error("logprobs are not recorded by policy 'dream' (Dream's own sampler)");
     if (opt.filter.on())
         throw Error(
             "policy 'dream' filters with Dream's own top_k and top_p (DreamOptions), not the "

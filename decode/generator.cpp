@@ -264,6 +264,19 @@ Generator::Generator(const model::Model& model, const GenerateOptions& opt, cons
         prompt_index_[p] = x[p] != ids_.mask;
         state_[p] = p < P_ ? TokenState::Stable : TokenState::Masked;
     }
+    if (opt_.logprobs >= 0) {
+        if (opt_.revise.on) {
+            throw Error(
+                "logprobs are not recorded under --revise: the CPU path replaces tokens from "
+                "rows whose distributions it does not keep");
+        }
+        res_.logprobs.assign(static_cast<size_t>(L_), NAN);
+        step_logprob_.assign(static_cast<size_t>(L_), NAN);
+        if (opt_.logprobs > 0) {
+            res_.top_logprobs.assign(static_cast<size_t>(L_), {});
+            step_top_.assign(static_cast<size_t>(L_), {});
+        }
+    }
     pipe_ = Pipeline(opt_, P_, L_);
     kv_tok_.assign(L_, -1);
     if (opt_.revise.on) {
@@ -498,9 +511,10 @@ const StepRequest& Generator::plan_step() {
     // T > 0 samples in the fused head too (Gumbel-max over the counter generator's draws), unless
     // the noise is a replayed stream the head cannot read.
     const bool gumbel = opt_.temperature > 0.0 && opt_.noise == nullptr;
-    // (The fused head draws over the whole vocabulary: a top-k or min-p filter takes rows.)
+    // (The fused head draws over the whole vocabulary: a top-k or min-p filter takes rows, as
+    // do top logprobs beyond the head's two.)
     req_.need_logits = !(opt_.fused_sampling && (opt_.temperature == 0.0 || gumbel) &&
-                         opt_.cfg <= 0.0 && !opt_.filter.on());
+                         opt_.cfg <= 0.0 && !opt_.filter.on() && opt_.logprobs <= 0);
     req_.gumbel.clear();
     req_.dense = !blocks_done_;
     if (!req_.dense) {
@@ -672,6 +686,7 @@ void Generator::predict(std::span<const RowPrediction> preds, int n_pred) {
             check_finite_logit(st.gumbel_token < 0 ? NAN : st.gumbel_logit, pos_of(r));
             cand_[r].token = st.gumbel_token;
             cand_[r].confidence = kernels::row_gumbel_confidence(st);
+            if (opt_.logprobs >= 0) step_logprob_[pos_of(r)] = std::log(cand_[r].confidence);
             continue;
         }
         if (pr.stats != nullptr && !req_.need_logits) {
@@ -685,6 +700,7 @@ void Generator::predict(std::span<const RowPrediction> preds, int n_pred) {
                 cand_[r].confidence =
                     std::exp(st.second_max - st.max) * kernels::row_confidence(st);
             }
+            if (opt_.logprobs >= 0) step_logprob_[pos_of(r)] = std::log(cand_[r].confidence);
             continue;
         }
         assert(pr.logits != nullptr);
@@ -699,6 +715,11 @@ void Generator::predict(std::span<const RowPrediction> preds, int n_pred) {
         check_finite_logit(row[cand_[r].token], pos_of(r));
         if (opt_.remasking == Remasking::LowConfidence) {
             cand_[r].confidence = softmax_prob(row, V, cand_[r].token);
+        }
+        if (opt_.logprobs >= 0) {
+            const int p = pos_of(r);
+            step_logprob_[p] = static_cast<float>(log_softmax_at(row, V, cand_[r].token));
+            if (opt_.logprobs > 0) top_logprobs(row, V, opt_.logprobs, step_top_[p]);
         }
     }
     if (opt_.remasking == Remasking::Random) {
@@ -760,6 +781,12 @@ void Generator::self_check(StepInfo& info) {
         // The slot keeps the old token's K/V: the next forward recomputes them and checks the
         // new token.
         res_.canvas[p] = to;
+        if (opt_.logprobs >= 0) {  // the check's distribution committed the new token
+            const RowPrediction& pr = check_preds_[static_cast<size_t>(i)];
+            res_.logprobs[p] = std::log(check_cand_[static_cast<size_t>(i)].confidence);
+            if (opt_.logprobs > 0 && pr.logits != nullptr)
+                top_logprobs(pr.logits, V, opt_.logprobs, res_.top_logprobs[p]);
+        }
         check_due_[p] = 1;
     }
     // This step's commits were decided beside the replaced tokens: each is checked in turn.
@@ -778,6 +805,12 @@ void Generator::commit(int p, int32_t tok) {
     spec_.clear(p);
     committed_.push_back(p);
     if (opt_.revise.on) rev_.committed(p, global_step_);
+    // The token is this step's prediction for p (a draft is accepted, an ahead commit kept, only
+    // when this step predicts the same token): its distribution is the committing one.
+    if (opt_.logprobs >= 0) {
+        res_.logprobs[p] = step_logprob_[p];
+        if (opt_.logprobs > 0) res_.top_logprobs[p] = step_top_[p];
+    }
 }
 
 void Generator::resolve_draft(int p, bool accept, bool early, StepInfo& info) {

@@ -160,6 +160,10 @@ class Generator : public Stepper {
     std::vector<float> guided_;
     std::vector<int> chosen_;
     std::vector<int32_t> committed_;
+    // GenerateOptions::logprobs: this step's prediction per position (its token's log-probability
+    // and the most likely tokens), copied to the result when the position is committed.
+    std::vector<float> step_logprob_;
+    std::vector<std::vector<GenerateResult::TokenLogprob>> step_top_;
 };
 
 }  // namespace llada::decode

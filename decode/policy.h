@@ -142,7 +142,12 @@ struct GenerateOptions {
     double temperature = 0.0;
     SampleFilter filter;  // with temperature > 0 (the policies that sample); the dream policy
                           // has its own (dream.top_k, dream.top_p)
-    double cfg = 0.0;     // classifier-free guidance scale w (0 = off)
+    // Record each generated token's log-probability under the distribution of the step that
+    // committed it (GenerateResult::logprobs) and, for logprobs > 0, that many of the step's
+    // most likely tokens (top_logprobs; full logits rows then, as the fused head keeps two).
+    // -1: off. The LLaDA policies without --revise, and ar.
+    int logprobs = -1;
+    double cfg = 0.0;  // classifier-free guidance scale w (0 = off)
     Remasking remasking = Remasking::LowConfidence;
     uint64_t seed = 0;
     // Replaces the seeded generator (tests replay the reference's recorded draws).
@@ -303,6 +308,16 @@ struct GenerateResult {
     double mean_confidence() const {
         return confidence_n > 0 ? confidence_sum / static_cast<double>(confidence_n) : 0.0;
     }
+
+    // GenerateOptions::logprobs >= 0: per canvas position (prompt included, NaN there and where
+    // nothing was committed), the committed token's log-probability under its committing
+    // step's distribution, and that step's most likely tokens, most likely first.
+    struct TokenLogprob {
+        int32_t token = -1;
+        float logprob = 0.0f;
+    };
+    std::vector<float> logprobs;
+    std::vector<std::vector<TokenLogprob>> top_logprobs;
 
     // The generated ids, prompt excluded.
     std::vector<int32_t> generated() const;

@@ -91,6 +91,50 @@ Candidate pick_candidate(const float* logits, int64_t n_vocab, double temperatur
     return c;
 }
 
+double log_softmax_at(const float* logits, int64_t n_vocab, int32_t token) {
+    float mx = logits[0];
+    for (int64_t v = 1; v < n_vocab; ++v)
+        mx = std::max(mx, logits[v]);
+    double sum = 0.0;
+    for (int64_t v = 0; v < n_vocab; ++v)
+        sum += std::exp(static_cast<double>(logits[v] - mx));
+    return static_cast<double>(logits[token] - mx) - std::log(sum);
+}
+
+void top_logprobs(const float* logits, int64_t n_vocab, int n,
+                  std::vector<GenerateResult::TokenLogprob>& out) {
+    out.clear();
+    if (n <= 0 || n_vocab <= 0) return;
+    float mx = logits[0];
+    for (int64_t v = 1; v < n_vocab; ++v)
+        mx = std::max(mx, logits[v]);
+    double sum = 0.0;
+    for (int64_t v = 0; v < n_vocab; ++v)
+        sum += std::exp(static_cast<double>(logits[v] - mx));
+    const double log_z = std::log(sum);
+    // A heap of the n best so far whose front is the worst of them: better is (logit, then
+    // the lower index).
+    const auto better = [&](int32_t a, int32_t b) {
+        return logits[a] != logits[b] ? logits[a] > logits[b] : a < b;
+    };
+    std::vector<int32_t> heap;
+    heap.reserve(static_cast<size_t>(n) + 1);
+    for (int64_t v = 0; v < n_vocab; ++v) {
+        const int32_t t = static_cast<int32_t>(v);
+        if (static_cast<int>(heap.size()) < n) {
+            heap.push_back(t);
+            std::push_heap(heap.begin(), heap.end(), better);
+        } else if (better(t, heap.front())) {
+            std::pop_heap(heap.begin(), heap.end(), better);
+            heap.back() = t;
+            std::push_heap(heap.begin(), heap.end(), better);
+        }
+    }
+    std::sort(heap.begin(), heap.end(), better);
+    for (int32_t t : heap)
+        out.push_back({t, static_cast<float>(static_cast<double>(logits[t] - mx) - log_z)});
+}
+
 float softmax_prob(const float* logits, int64_t n_vocab, int32_t token) {
     float mx = logits[0];
     for (int64_t v = 1; v < n_vocab; ++v)
@@ -181,6 +225,10 @@ void validate_common_options(const GenerateOptions& opt, const TokenIds& ids,
 }
 
 void check_sample_filter(const GenerateOptions& opt) {
+    if (opt.logprobs > 20) {
+        throw Error("top logprobs are given for at most 20 tokens, not " +
+                    std::to_string(opt.logprobs));
+    }
     const SampleFilter& f = opt.filter;
     if (f.top_k < 0) throw Error("--top-k must be >= 0 (0: off), got " + std::to_string(f.top_k));
     if (!(f.min_p >= 0.0 && f.min_p <= 1.0)) {

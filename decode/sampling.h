@@ -50,6 +50,13 @@ void select_by_factor(const std::vector<Candidate>& cand, double factor, std::ve
 // Checks shared by all policies; throw llada::Error with the problem named.
 void validate_common_options(const GenerateOptions& opt, const TokenIds& ids,
                              const model::Model& model);
+// The n most likely tokens of a logits row (logit descending, ties to the lower index) with
+// their log-softmax, written to `out`.
+void top_logprobs(const float* logits, int64_t n_vocab, int n,
+                  std::vector<GenerateResult::TokenLogprob>& out);
+// log softmax(logits)[token], in double.
+double log_softmax_at(const float* logits, int64_t n_vocab, int32_t token);
+
 // top_k >= 0, min_p in [0, 1], and either only with a temperature above 0.
 void check_sample_filter(const GenerateOptions& opt);
 void check_canvas_fits(const model::Model& model, int prompt_len, int gen);

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <random>
 
 #include "decode/commit_rule.h"
@@ -504,6 +505,110 @@ TEST(SampleFilter, TopOneSamplingIsGreedyDecoding) {
     EXPECT_THROW(decode::make_policy("vanilla", *m, *dev, opt, {258, 257, -1}), Error);
     opt.filter = {0, 1.5};
     EXPECT_THROW(decode::make_policy("vanilla", *m, *dev, opt, {258, 257, -1}), Error);
+}
+
+// logprobs: each generated token's log-probability and its step's top tokens must be those of
+// the forward that committed it. For vanilla (every step a full forward) and ar, that forward
+// is recomputed here from the canvas before the step, without the engine's caches; the fused
+// head's value (logprobs 0) must equal the rows' (logprobs 3) under a cache policy too.
+TEST(Logprobs, AreTheCommittingForwardsDistribution) {
+    runtime::ThreadPool pool(2);
+    auto dev = runtime::make_cpu_device(pool);
+    auto m = model::Model::load((data_dir() / "llada-mha.gguf").string());
+    const int64_t V = m->hparams().n_vocab;
+    const std::vector<int32_t> prompt = {256, 72, 105};
+    decode::GenerateOptions opt;
+    opt.gen = 16;
+    opt.block = 8;
+    opt.steps = 16;
+    opt.logprobs = 3;
+    std::vector<std::vector<int32_t>> before;  // the canvas before each step
+    std::vector<std::vector<int32_t>> committed;
+    std::vector<int32_t> canvas(prompt);
+    canvas.resize(prompt.size() + opt.gen, 258);
+    auto res = decode::make_policy("vanilla", *m, *dev, opt, {258, 257, -1})
+                   ->generate(prompt, [&](const decode::StepEvent& ev) {
+                       before.push_back(canvas);
+                       committed.emplace_back(ev.committed.begin(), ev.committed.end());
+                       canvas.assign(ev.canvas.begin(), ev.canvas.end());
+                   });
+    ASSERT_EQ(res.logprobs.size(), canvas.size());
+    const int n = static_cast<int>(canvas.size());
+    int checked = 0;
+    for (size_t s = 0; s < before.size(); ++s) {
+        for (int32_t p : committed[s]) {
+            model::Session sess(*m, *dev, 1, n, n, 1);
+            std::vector<int32_t> pos(n), seq(n, 0);
+            for (int i = 0; i < n; ++i)
+                pos[i] = i;
+            int32_t out = p, span = n;
+            runtime::Batch b{n, before[s].data(), pos.data(), seq.data(), 1, &out, &span};
+            const float* l = sess.forward(b);
+            double mx = l[0], z = 0.0;
+            for (int64_t v = 0; v < V; ++v)
+                mx = std::max<double>(mx, l[v]);
+            for (int64_t v = 0; v < V; ++v)
+                z += std::exp(l[v] - mx);
+            const auto lp = [&](int32_t t) { return l[t] - mx - std::log(z); };
+            EXPECT_NEAR(res.logprobs[p], lp(res.canvas[p]), 1e-4) << "step " << s << " pos " << p;
+            std::vector<int32_t> order(V);
+            std::iota(order.begin(), order.end(), 0);
+            std::stable_sort(order.begin(), order.end(),
+                             [&](int32_t a, int32_t b) { return l[a] > l[b]; });
+            ASSERT_EQ(res.top_logprobs[p].size(), 3u);
+            for (int k = 0; k < 3; ++k) {
+                EXPECT_EQ(res.top_logprobs[p][k].token, order[k]) << "pos " << p << " rank " << k;
+                EXPECT_NEAR(res.top_logprobs[p][k].logprob, lp(order[k]), 1e-4);
+            }
+            ++checked;
+        }
+    }
+    EXPECT_EQ(checked, opt.gen);
+    for (size_t p = 0; p < prompt.size(); ++p)
+        EXPECT_TRUE(std::isnan(res.logprobs[p]));
+
+    // The fused head (logprobs 0: no rows) gives the rows' values under a cache policy.
+    opt.steps = 8;
+    opt.threshold = 0.5;
+    const auto rows =
+        decode::make_policy("dual-cache", *m, *dev, opt, {258, 257, -1})->generate(prompt);
+    opt.logprobs = 0;
+    const auto fused =
+        decode::make_policy("dual-cache", *m, *dev, opt, {258, 257, -1})->generate(prompt);
+    ASSERT_EQ(fused.canvas, rows.canvas);
+    EXPECT_TRUE(fused.top_logprobs.empty());
+    for (size_t p = prompt.size(); p < rows.canvas.size(); ++p)
+        EXPECT_NEAR(fused.logprobs[p], rows.logprobs[p], 1e-4) << "pos " << p;
+
+    // ar: the full causal forward over everything before each token.
+    auto ar = model::Model::load((data_dir() / "llama-causal.gguf").string());
+    decode::GenerateOptions aopt;
+    aopt.gen = 10;
+    aopt.logprobs = 2;
+    const std::vector<int32_t> ap = {256, 72, 105, 33};
+    const auto ares = decode::make_policy("ar", *ar, *dev, aopt, {-1, 257, -1})->generate(ap);
+    ASSERT_EQ(ares.logprobs.size(), ares.canvas.size());
+    for (size_t i = ap.size(); i < ares.canvas.size(); ++i) {
+        const int k = static_cast<int>(i);
+        model::Session sess(*ar, *dev, 1, k, k, 1);
+        std::vector<int32_t> pos(k), seq(k, 0);
+        for (int j = 0; j < k; ++j)
+            pos[j] = j;
+        int32_t last = k - 1;
+        runtime::Batch b{k, ares.canvas.data(), pos.data(), seq.data(), 1, &last, nullptr};
+        const float* l = sess.forward(b);
+        const int64_t AV = ar->hparams().n_vocab;
+        double mx = l[0], z = 0.0;
+        for (int64_t v = 0; v < AV; ++v)
+            mx = std::max<double>(mx, l[v]);
+        for (int64_t v = 0; v < AV; ++v)
+            z += std::exp(l[v] - mx);
+        EXPECT_NEAR(ares.logprobs[i], l[ares.canvas[i]] - mx - std::log(z), 1e-4) << "token " << i;
+        EXPECT_EQ(ares.top_logprobs[i][0].token, ares.canvas[i]);  // greedy: the top token
+    }
+    // Refused where they are not recorded, and past 20.
+    aopt.logprobs = 21;
+    EXPECT_THROW(decode::make_policy("ar", *ar, *dev, aopt, {-1, 257, -1}), Error);
 }
 
 void greedy_matches_full_recomputation(bool fused);

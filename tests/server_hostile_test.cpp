@@ -499,3 +499,91 @@ TEST(ServerApi, OpenAiFieldsUtilityEndpointsAndRefusedCombinations) {
         << m;
     EXPECT_EQ(metric(m, "llada_requests_invalid_total"), 11) << m;
 }
+
+// logprobs as OpenAI's clients read them, in both endpoints' spellings: one entry per answer
+// token whose texts concatenate to the answer, each a log-probability (<= 0); at temperature 0
+// the chosen token is its step's most likely, so it heads its top tokens with the same value.
+// (decode_test.cpp: Logprobs.* holds the values to the committing forward's distribution.)
+TEST(ServerApi, LogprobsInBothEndpoints) {
+    Server s({});
+    ASSERT_GT(s.port, 0);
+    httplib::Client c = client(s.port);
+    auto post = [&](const std::string& path, const json& body) {
+        auto r = c.Post(path.c_str(), body.dump(), "application/json");
+        EXPECT_TRUE(r) << path << " " << body.dump();
+        return r ? std::make_pair(r->status, r->body) : std::make_pair(0, std::string());
+    };
+    auto [st, body] =
+        post("/v1/completions", json{{"prompt", kPrompt}, {"max_tokens", 16}, {"logprobs", 3}});
+    ASSERT_EQ(st, 200) << body;
+    const json a = json::parse(body);
+    const json& lp = a["choices"][0]["logprobs"];
+    const auto tokens = lp["tokens"].get<std::vector<std::string>>();
+    ASSERT_EQ(static_cast<int>(tokens.size()), a["usage"]["completion_tokens"].get<int>()) << body;
+    ASSERT_FALSE(tokens.empty());
+    std::string joined;
+    for (size_t i = 0; i < tokens.size(); ++i) {
+        EXPECT_EQ(lp["text_offset"][i].get<size_t>(), joined.size());
+        joined += tokens[i];
+        const double v = lp["token_logprobs"][i];
+        EXPECT_LE(v, 0.0);
+        const json& top = lp["top_logprobs"][i];
+        EXPECT_GE(top.size(), 1u);
+        EXPECT_LE(top.size(), 3u);
+        double best = -INFINITY;
+        for (const auto& [t, x] : top.items())
+            best = std::max(best, x.get<double>());
+        EXPECT_NEAR(v, best, 1e-6) << "token " << i;
+        EXPECT_NEAR(top[tokens[i]].get<double>(), v, 1e-6) << "token " << i;
+    }
+    EXPECT_EQ(joined, a["choices"][0]["text"].get<std::string>());
+    // logprobs 0: the chosen tokens' alone, the same values.
+    auto [st0, body0] =
+        post("/v1/completions", json{{"prompt", kPrompt}, {"max_tokens", 16}, {"logprobs", 0}});
+    ASSERT_EQ(st0, 200) << body0;
+    const json a0 = json::parse(body0);
+    const json& lp0 = a0["choices"][0]["logprobs"];
+    EXPECT_TRUE(lp0["top_logprobs"].is_null());
+    ASSERT_EQ(lp0["token_logprobs"].size(), tokens.size());
+    for (size_t i = 0; i < tokens.size(); ++i)
+        EXPECT_NEAR(lp0["token_logprobs"][i].get<double>(), lp["token_logprobs"][i].get<double>(),
+                    1e-4);
+    // Chat: content entries with their bytes.
+    auto [stc, chat] =
+        post("/v1/chat/completions", json{{"messages", {{{"role", "user"}, {"content", kPrompt}}}},
+                                          {"max_tokens", 8},
+                                          {"logprobs", true},
+                                          {"top_logprobs", 2}});
+    ASSERT_EQ(stc, 200) << chat;
+    const json cj = json::parse(chat);
+    const json& content = cj["choices"][0]["logprobs"]["content"];
+    std::string text;
+    for (const auto& e : content) {
+        text += e["token"].get<std::string>();
+        EXPECT_EQ(e["bytes"].size(), e["token"].get<std::string>().size());
+        ASSERT_EQ(e["top_logprobs"].size(), 2u);
+        EXPECT_EQ(e["top_logprobs"][0]["token"], e["token"]);
+        EXPECT_NEAR(e["top_logprobs"][0]["logprob"].get<double>(), e["logprob"].get<double>(),
+                    1e-6);
+    }
+    EXPECT_EQ(text, cj["choices"][0]["message"]["content"].get<std::string>());
+    // Refused, naming why.
+    auto refused = [&](const std::string& path, json b, const std::string& why) {
+        auto [code, r] = post(path, b);
+        EXPECT_EQ(code, 400) << b.dump() << " " << r;
+        EXPECT_NE(r.find(why), std::string::npos) << b.dump() << " " << r;
+    };
+    refused("/v1/completions", {{"prompt", kPrompt}, {"logprobs", true}},
+            "'logprobs' must be an integer in /v1/completions");
+    refused("/v1/completions", {{"prompt", kPrompt}, {"logprobs", 21}}, "'logprobs' must be in");
+    refused("/v1/completions", {{"prompt", kPrompt}, {"logprobs", 1}, {"stream", true}},
+            "non-streamed answers only");
+    refused("/v1/completions", {{"prompt", kPrompt}, {"logprobs", 1}, {"revise", true}},
+            "not recorded with 'revise'");
+    refused("/v1/chat/completions",
+            {{"messages", {{{"role", "user"}, {"content", kPrompt}}}}, {"top_logprobs", 2}},
+            "'top_logprobs' needs 'logprobs': true");
+    refused("/v1/chat/completions",
+            {{"messages", {{{"role", "user"}, {"content", kPrompt}}}}, {"logprobs", 2}},
+            "'logprobs' must be a boolean");
+}

@@ -74,6 +74,61 @@ Final final_text(const tools::ServerRequest& r, const std::vector<std::string>& 
     return f;
 }
 
+// OpenAI's logprobs of a choice: its first n answer tokens, each with the log-probability its
+// committing step gave it and, for top > 0, that step's most likely tokens. Chat spells them
+// as content entries (token, logprob, bytes, top_logprobs); /v1/completions as parallel
+// arrays (tokens, token_logprobs, top_logprobs as {token: logprob}, text_offset: each token's
+// byte offset in the answer text).
+json logprobs_of(const tools::ServerRequest& r, int64_t n, bool chat, int top,
+                 const tokenizer::Tokenizer& tok) {
+    const decode::GenerateResult& res = r.result;
+    // (An alternative may be a special token, end of text say: spelled as such.)
+    auto piece = [&](int32_t id) { return tok.token_to_piece(id, true); };
+    auto bytes = [](const std::string& s) {
+        json b = json::array();
+        for (const unsigned char c : s)
+            b.push_back(static_cast<int>(c));
+        return b;
+    };
+    json tokens = json::array(), lps = json::array(), tops = json::array(), offs = json::array();
+    json content = json::array();
+    size_t off = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        const size_t at = static_cast<size_t>(res.prompt_len + i);
+        const std::string t = piece(res.canvas[at]);
+        const double lp = res.logprobs[at];
+        if (chat) {
+            json alts = json::array();
+            if (top > 0) {
+                for (const auto& e : res.top_logprobs[at]) {
+                    const std::string u = piece(e.token);
+                    alts.push_back({{"token", u}, {"logprob", e.logprob}, {"bytes", bytes(u)}});
+                }
+            }
+            content.push_back(
+                {{"token", t}, {"logprob", lp}, {"bytes", bytes(t)}, {"top_logprobs", alts}});
+            continue;
+        }
+        tokens.push_back(t);
+        lps.push_back(lp);
+        offs.push_back(off);
+        off += t.size();
+        if (top > 0) {
+            json o = json::object();
+            for (const auto& e : res.top_logprobs[at]) {
+                const std::string u = piece(e.token);
+                if (!o.contains(u)) o[u] = e.logprob;  // two ids may spell the same text
+            }
+            tops.push_back(o);
+        }
+    }
+    if (chat) return {{"content", content}, {"refusal", nullptr}};
+    return {{"tokens", tokens},
+            {"token_logprobs", lps},
+            {"top_logprobs", top > 0 ? tops : json(nullptr)},
+            {"text_offset", offs}};
+}
+
 std::string new_id(const char* prefix) {
     static std::atomic<int64_t> n{0};
     return std::string(prefix) + std::to_string(n.fetch_add(1) + 1);
@@ -466,7 +521,7 @@ int main(int argc, char** argv) {
             auto r = std::make_shared<tools::ServerRequest>();
             tools::ParsedRequest p;
             try {
-                p = tools::parse_request(body, dec.policy, dec.opt, engine.limits());
+                p = tools::parse_request(body, dec.policy, dec.opt, engine.limits(), chat);
                 r->policy = p.policy;
                 r->opt = p.opt;
                 if (chat) {
@@ -632,6 +687,10 @@ int main(int argc, char** argv) {
                         choice["message"] = {{"role", "assistant"}, {"content", f.text}};
                     } else {
                         choice["text"] = f.text;
+                    }
+                    if (p.logprobs >= 0) {
+                        choice["logprobs"] =
+                            logprobs_of(*cands[order[i]], f.tokens, chat, p.logprobs, *lm.tok);
                     }
                     // Which candidate (seed + candidate) the choice is, when several ran.
                     if (cands.size() > 1) choice["candidate"] = order[i];

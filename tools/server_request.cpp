@@ -98,7 +98,8 @@ size_t find_stop(const std::string& text, const std::vector<std::string>& stop) 
 }
 
 ParsedRequest parse_request(const json& body_in, const std::string& default_policy,
-                            const decode::GenerateOptions& defaults, const ServerLimits& limits) {
+                            const decode::GenerateOptions& defaults, const ServerLimits& limits,
+                            bool chat) {
     static const std::vector<std::string> known = {"model",
                                                    "prompt",
                                                    "messages",
@@ -125,7 +126,9 @@ ParsedRequest parse_request(const json& body_in, const std::string& default_poli
                                                    "stream_options",
                                                    "top_k",
                                                    "min_p",
-                                                   "response_format"};
+                                                   "response_format",
+                                                   "logprobs",
+                                                   "top_logprobs"};
     if (!body_in.is_object()) throw Error("the request body must be a JSON object");
     // Optional fields given as null are absent (OpenAI's clients send them so).
     json body = json::object();
@@ -249,6 +252,46 @@ ParsedRequest parse_request(const json& body_in, const std::string& default_poli
                 "top_k)");
         p.opt.dream.top_k = p.opt.filter.top_k;
         p.opt.filter = {};
+    }
+    // logprobs, as each endpoint spells them: /v1/completions `logprobs` N (the top tokens per
+    // position, 0 for the chosen token's alone); chat `logprobs` true with `top_logprobs` N.
+    if (chat) {
+        bool on = false;
+        if (body.contains("logprobs")) {
+            if (!body["logprobs"].is_boolean())
+                throw Error(
+                    "'logprobs' must be a boolean in /v1/chat/completions "
+                    "('top_logprobs' gives the number of top tokens)");
+            on = body["logprobs"];
+        }
+        int top = 0;
+        num("top_logprobs", top, 0, 20);
+        if (body.contains("top_logprobs") && !on)
+            throw Error("'top_logprobs' needs 'logprobs': true");
+        p.logprobs = on ? top : -1;
+    } else {
+        if (body.contains("top_logprobs"))
+            throw Error(
+                "'top_logprobs' is a chat field; /v1/completions takes 'logprobs' N "
+                "(the number of top tokens)");
+        if (body.contains("logprobs") && !body["logprobs"].is_number_integer())
+            throw Error(
+                "'logprobs' must be an integer in /v1/completions (the number of top "
+                "tokens per position, 0 for the chosen token's alone)");
+        num("logprobs", p.logprobs, 0, 20);
+    }
+    if (p.logprobs >= 0) {
+        if (p.policy == "dream")
+            throw Error("'logprobs' are not recorded by policy 'dream' (Dream's own sampler)");
+        if (p.opt.revise.on)
+            throw Error(
+                "'logprobs' are not recorded with 'revise' (the CPU path replaces "
+                "tokens from rows whose distributions it does not keep)");
+        if (p.stream)
+            throw Error(
+                "'logprobs' are given in non-streamed answers only; leave out 'stream' "
+                "or 'logprobs'");
+        p.opt.logprobs = p.logprobs;
     }
     if (body.contains("response_format")) {
         const json& rf = body["response_format"];

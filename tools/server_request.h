@@ -28,6 +28,9 @@ struct ParsedRequest {
     std::string select = "confidence";
     // stream_options.include_usage: a last chunk (no choices) with the usage before [DONE].
     bool include_usage = false;
+    // logprobs: -1 off, else the answer tokens' log-probabilities with this many top tokens
+    // each (/v1/completions: `logprobs` N; chat: `logprobs` true and `top_logprobs` N).
+    int logprobs = -1;
 };
 
 // The OpenAI fields (model, prompt, messages, max_tokens or max_completion_tokens, temperature,
@@ -38,7 +41,8 @@ struct ParsedRequest {
 // the words the command-line tools use for the flag. `prompt` and `messages` are checked by the
 // caller (they depend on the endpoint: request_prompt below).
 ParsedRequest parse_request(const nlohmann::json& body, const std::string& default_policy,
-                            const decode::GenerateOptions& defaults, const ServerLimits& limits);
+                            const decode::GenerateOptions& defaults, const ServerLimits& limits,
+                            bool chat = false);
 
 // A chat request's `messages`: each an object with a string `role` and a `content` that is a
 // string or an array of {"type": "text", "text": ...} parts (OpenAI's two spellings). Role
