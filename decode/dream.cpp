@@ -363,6 +363,7 @@ void check_dream_options(const model::Model& model, const GenerateOptions& opt,
         throw Error("--dream-alg must be origin, maskgit_plus, topk_margin or entropy, got '" +
                     d.alg + "'");
     }
+    check_not_block_causal(model);
     if (opt.logprobs >= 0)
         throw Error("logprobs are not recorded by policy 'dream' (Dream's own sampler)");
     if (opt.filter.on())

@@ -204,6 +204,7 @@ void validate_common_options(const GenerateOptions& opt, const TokenIds& ids,
         throw Error("model architecture '" + model.hparams().arch +
                     "' is autoregressive; diffusion policies need a bidirectional model (llada)");
     }
+    check_not_block_causal(model);
     if (opt.gen <= 0) throw Error("--gen must be positive, got " + std::to_string(opt.gen));
     if (opt.block <= 0) throw Error("--block must be positive, got " + std::to_string(opt.block));
     if (opt.steps <= 0) throw Error("--steps must be positive, got " + std::to_string(opt.steps));
@@ -238,6 +239,16 @@ void check_sample_filter(const GenerateOptions& opt) {
         throw Error(
             "--top-k and --min-p filter a sampled choice: they need --temperature above 0 (at "
             "0 the most likely token is taken)");
+    }
+}
+
+void check_not_block_causal(const model::Model& model) {
+    if (model.hparams().attention_block > 0) {
+        throw Error("model architecture '" + model.hparams().arch +
+                    "' attends block-causally (LLaDA 2.x): its decoding (blocks aligned from the "
+                    "prompt's start, committed blocks in the KV cache) is not implemented yet; "
+                    "llada-forward runs its forward, and its causal twin bailingmoe2 decodes "
+                    "with --policy ar");
     }
 }
 

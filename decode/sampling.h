@@ -59,6 +59,9 @@ double log_softmax_at(const float* logits, int64_t n_vocab, int32_t token);
 
 // top_k >= 0, min_p in [0, 1], and either only with a temperature above 0.
 void check_sample_filter(const GenerateOptions& opt);
+// LLaDA 2.x's block-causal models are not decoded by the LLaDA policies (whose blocks start
+// after the prompt and see every block): refused, naming why.
+void check_not_block_causal(const model::Model& model);
 void check_canvas_fits(const model::Model& model, int prompt_len, int gen);
 void check_prompt_ids(const model::Model& model, std::span<const int32_t> prompt);
 // A token the decoder chose at position `pos` that the tokenizer cannot spell is an error now,

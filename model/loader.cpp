@@ -25,6 +25,8 @@ struct ArchInfo {
     bool shift_logits_default;  // when diffusion.shift_logits is absent
     bool qk_norm;               // blk.N.attn_q_norm / attn_k_norm, RMSNorm per head before RoPE
     bool moe;                   // ffn_gate_inp and ffn_{gate,up,down}_exps instead of a dense FFN
+    bool fused_qkv = false;     // blk.N.attn_qkv: Q, K and V rows in one matrix
+    bool block_causal = false;  // attention by blocks (a block sees the earlier ones and itself)
 };
 
 constexpr ArchInfo kArchs[] = {
@@ -38,7 +40,18 @@ constexpr ArchInfo kArchs[] = {
     // LLaDA-MoE: bidirectional, NEOX RoPE, Q/K RMSNorm per head, and a mixture-of-experts FFN
     // (softmax router, top-k experts, weights not renormalised), as llama.cpp's llada-moe.
     {"llada-moe", false, kernels::RopeStyle::Neox, false, true, true},
+    // LLaDA 2.x (llama.cpp PR #17454's llada2, bailingmoe2's tensors): a fused QKV projection,
+    // Q/K RMSNorm per head, NEOX RoPE on the first rope.dimension_count dims, leading dense
+    // layers, a sigmoid router with a selection bias over expert groups, a shared expert, and
+    // block-causal attention.
+    {"llada2", false, kernels::RopeStyle::Neox, false, true, true, true, true},
+    // Ling 2.0 (bailingmoe2): the same layers with causal attention, LLaDA 2.x's AR twin.
+    {"bailingmoe2", true, kernels::RopeStyle::Neox, false, true, true, true, false},
 };
+
+// A block-causal model's attention blocks when neither the file (llada_cpp.block_length) nor
+// the caller names them: LLaDA 2.0's generate() default.
+constexpr int64_t kDefaultAttentionBlock = 32;
 
 // Tensors a file may or may not have, each added where llama.cpp's graph adds it: the Q/K/V
 // projection biases (Qwen2's, so Dream's), after the projection and before RoPE. Any
@@ -136,6 +149,55 @@ void Model::load_hparams() {
         }
         hp_.expert_weights_scale =
             static_cast<float>(f.opt_float(a + ".expert_weights_scale").value_or(0.0));
+        hp_.expert_weights_norm = f.opt_bool(a + ".expert_weights_norm").value_or(false);
+        // llama.cpp's expert_gating_func: 1 softmax (the default), 2 sigmoid.
+        const uint64_t gating = f.opt_uint(a + ".expert_gating_func").value_or(1);
+        if (gating != 1 && gating != 2) {
+            throw Error(where + ": '" + a + ".expert_gating_func' = " + std::to_string(gating) +
+                        " is not 1 (softmax) or 2 (sigmoid)");
+        }
+        hp_.expert_gating = gating == 2 ? runtime::MoeGating::Sigmoid : runtime::MoeGating::Softmax;
+        if (f.find(a + ".expert_group_count")) {
+            hp_.n_expert_groups = req_uint(a + ".expert_group_count");
+            hp_.n_expert_groups_used = req_uint(a + ".expert_group_used_count");
+            const int64_t g = hp_.n_expert_groups, gu = hp_.n_expert_groups_used;
+            if (g > 64 || hp_.n_expert % g != 0 || gu > g ||
+                gu * (hp_.n_expert / g) < hp_.n_expert_used) {
+                throw Error(where + ": '" + a + ".expert_group_count' = " + std::to_string(g) +
+                            " and '" + a + ".expert_group_used_count' = " + std::to_string(gu) +
+                            " do not fit " + std::to_string(hp_.n_expert) + " experts of which " +
+                            std::to_string(hp_.n_expert_used) +
+                            " are used (the groups must divide the experts, at most 64, and the "
+                            "groups used must hold the experts used)");
+            }
+        }
+        if (f.find(a + ".leading_dense_block_count")) {
+            hp_.n_layer_dense_lead =
+                static_cast<int64_t>(f.opt_uint(a + ".leading_dense_block_count").value_or(0));
+            if (hp_.n_layer_dense_lead > hp_.n_layer)
+                throw Error(where + ": '" + a + ".leading_dense_block_count' = " +
+                            std::to_string(hp_.n_layer_dense_lead) + " exceeds the " +
+                            std::to_string(hp_.n_layer) + " blocks");
+            if (hp_.n_layer_dense_lead > 0 && hp_.n_ff == 0)
+                throw Error(where + ": dense leading layers need '" + a + ".feed_forward_length'");
+        }
+        if (f.opt_uint(a + ".expert_shared_count").value_or(0) > 0) {
+            // llama.cpp: the shared experts as one FFN of their summed size.
+            const int64_t per = f.find(a + ".expert_shared_feed_forward_length")
+                                    ? req_uint(a + ".expert_shared_feed_forward_length")
+                                    : hp_.n_ff_expert;
+            hp_.n_ff_shexp = per * req_uint(a + ".expert_shared_count");
+        }
+    }
+    if (f.opt_uint(a + ".nextn_predict_layers").value_or(0) > 0) {
+        throw Error(where + ": '" + a +
+                    ".nextn_predict_layers' > 0: multi-token-prediction layers are not supported");
+    }
+    if (arch->block_causal) {
+        hp_.attention_block = static_cast<int64_t>(
+            f.opt_uint("llada_cpp.block_length").value_or(kDefaultAttentionBlock));
+        if (hp_.attention_block <= 0)
+            throw Error(where + ": 'llada_cpp.block_length' must be positive");
     }
     hp_.n_head = req_uint(a + ".attention.head_count");
     hp_.n_kv_head = f.find(a + ".attention.head_count_kv")
@@ -257,6 +319,38 @@ std::vector<kernels::WeightView> Model::expert_matrices(const std::string& name,
     return out;
 }
 
+std::vector<kernels::WeightView> Model::split_matrix(const std::string& name, int64_t n_cols,
+                                                     const std::vector<int64_t>& rows) {
+    const format::GgufTensor* t = file_->find_tensor(name);
+    if (!t) throw Error("model '" + file_->path() + "': tensor '" + name + "' is missing");
+    int64_t total = 0;
+    for (int64_t r : rows)
+        total += r;
+    if (t->n_dims != 2 || static_cast<int64_t>(t->ne[0]) != n_cols ||
+        static_cast<int64_t>(t->ne[1]) != total) {
+        throw Error("model '" + file_->path() + "': tensor '" + name + "' has shape " +
+                    shape_str(t->ne, t->n_dims) + ", expected [" + std::to_string(n_cols) + ", " +
+                    std::to_string(total) + "]");
+    }
+    n_params_ += total * n_cols;
+    weight_bytes_ += t->n_bytes;
+    // Rows are whole quantisation blocks, so each range is a view of its own, packed on its own.
+    std::vector<kernels::WeightView> out(rows.size());
+    int64_t at = 0;
+    for (size_t i = 0; i < rows.size(); ++i) {
+        kernels::WeightView& w = out[i];
+        w.type = t->type;
+        w.n_rows = rows[i];
+        w.n_cols = n_cols;
+        w.row_bytes = quant::row_bytes(t->type, n_cols);
+        w.data = t->data + static_cast<size_t>(at) * w.row_bytes;
+        pack(w, name + "[rows " + std::to_string(at) + "..]");
+        at += rows[i];
+    }
+    if (out[0].packed) file_->release(*t);
+    return out;
+}
+
 std::vector<float> Model::vector(const std::string& name, int64_t n) {
     const format::GgufTensor* t = file_->find_tensor(name);
     if (!t) throw Error("model '" + file_->path() + "': tensor '" + name + "' is missing");
@@ -300,19 +394,29 @@ void Model::load_weights(runtime::ThreadPool*) {
                     " but the file has no tensor 'blk." + std::to_string(hp_.n_layer - 1) +
                     ".attn_norm.weight'");
     }
-    if (file_->find_tensor("blk.0.attn_qkv.weight")) {
+    const ArchInfo* arch = find_arch(a);
+    if (!arch->fused_qkv && file_->find_tensor("blk.0.attn_qkv.weight")) {
         throw Error("model '" + file_->path() +
-                    "': a fused 'attn_qkv' projection is not supported; this loader reads "
-                    "separate attn_q, attn_k and attn_v (as llama.cpp's converter writes them)");
+                    "': a fused 'attn_qkv' projection is not part of the " + a +
+                    " architecture; this loader reads separate attn_q, attn_k and attn_v for it "
+                    "(as llama.cpp's converter writes them)");
     }
     layers_.resize(hp_.n_layer);
     for (int l = 0; l < hp_.n_layer; ++l) {
         const std::string p = "blk." + std::to_string(l) + ".";
         LayerWeights& L = layers_[l];
         L.attn_norm = vector(p + "attn_norm.weight", d);
-        L.wq = matrix(p + "attn_q.weight", d, hp_.n_head * hd);
-        L.wk = matrix(p + "attn_k.weight", d, hp_.n_kv_head * hd);
-        L.wv = matrix(p + "attn_v.weight", d, hp_.n_kv_head * hd);
+        if (arch->fused_qkv) {
+            auto qkv = split_matrix(p + "attn_qkv.weight", d,
+                                    {hp_.n_head * hd, hp_.n_kv_head * hd, hp_.n_kv_head * hd});
+            L.wq = qkv[0];
+            L.wk = qkv[1];
+            L.wv = qkv[2];
+        } else {
+            L.wq = matrix(p + "attn_q.weight", d, hp_.n_head * hd);
+            L.wk = matrix(p + "attn_k.weight", d, hp_.n_kv_head * hd);
+            L.wv = matrix(p + "attn_v.weight", d, hp_.n_kv_head * hd);
+        }
         for (const OptionalBias& ob : kOptionalBiases) {
             if (file_->find_tensor(p + ob.suffix)) {
                 L.*ob.field = vector(p + ob.suffix, (ob.kv ? hp_.n_kv_head : hp_.n_head) * hd);
@@ -324,13 +428,30 @@ void Model::load_weights(runtime::ThreadPool*) {
             L.q_norm = vector(p + "attn_q_norm.weight", hd);
             L.k_norm = vector(p + "attn_k_norm.weight", hd);
         }
-        if (hp_.n_expert > 0) {
+        if (hp_.n_expert > 0 && l >= hp_.n_layer_dense_lead) {
             const int64_t ff = hp_.n_ff_expert, ne = hp_.n_expert;
             L.router = matrix(p + "ffn_gate_inp.weight", d, ne);
             L.experts.n_expert = ne;
             L.experts.n_used = hp_.n_expert_used;
             L.experts.n_ff = ff;
             L.experts.scale = hp_.expert_weights_scale;
+            L.experts.gating = hp_.expert_gating;
+            L.experts.norm = hp_.expert_weights_norm;
+            L.experts.n_group = hp_.n_expert_groups;
+            L.experts.n_group_used = hp_.n_expert_groups_used;
+            // The selection bias (DeepSeek V3's, bailingmoe2's exp_probs_b): a sigmoid router
+            // without one would choose by the unbiased scores, which is not this model.
+            if (file_->find_tensor(p + "exp_probs_b.bias")) {
+                L.experts.bias = vector(p + "exp_probs_b.bias", ne);
+            } else if (hp_.expert_gating == runtime::MoeGating::Sigmoid) {
+                throw Error("model '" + file_->path() + "': tensor '" + p +
+                            "exp_probs_b.bias' is missing (the sigmoid router's selection bias)");
+            }
+            if (hp_.n_ff_shexp > 0) {
+                L.sh_gate = matrix(p + "ffn_gate_shexp.weight", d, hp_.n_ff_shexp);
+                L.sh_up = matrix(p + "ffn_up_shexp.weight", d, hp_.n_ff_shexp);
+                L.sh_down = matrix(p + "ffn_down_shexp.weight", hp_.n_ff_shexp, d);
+            }
             L.experts.gate = expert_matrices(p + "ffn_gate_exps.weight", d, ff, ne);
             L.experts.up = expert_matrices(p + "ffn_up_exps.weight", d, ff, ne);
             L.experts.down = expert_matrices(p + "ffn_down_exps.weight", ff, d, ne);

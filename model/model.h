@@ -17,7 +17,9 @@
 namespace llada::model {
 
 struct Hparams {
-    std::string arch;  // GGUF general.architecture: "llada", "llama", "dream", "llada-moe"
+    // GGUF general.architecture: "llada", "llama", "dream", "llada-moe", "llada2",
+    // "bailingmoe2"
+    std::string arch;
     int n_layer = 0;
     int64_t n_embd = 0;
     int64_t n_ff = 0;
@@ -39,6 +41,18 @@ struct Hparams {
     int64_t n_expert_used = 0;
     int64_t n_ff_expert = 0;
     float expert_weights_scale = 0.0f;  // 0 or 1: the gate probabilities as they are
+    // LLaDA 2.x / Ling 2.0 (bailingmoe2): the first n_layer_dense_lead layers keep a dense FFN
+    // of n_ff; a sigmoid router whose selection bias picks among expert groups; the chosen
+    // weights renormalised; n_ff_shexp: the shared expert's hidden size (0: none), added to the
+    // experts' sum ungated.
+    int64_t n_layer_dense_lead = 0;
+    runtime::MoeGating expert_gating = runtime::MoeGating::Softmax;
+    int64_t n_expert_groups = 0, n_expert_groups_used = 0;
+    bool expert_weights_norm = false;
+    int64_t n_ff_shexp = 0;
+    // Block-causal attention (llada2): a position sees every block of `attention_block`
+    // positions up to its own; the default of PlanOptions::attention_block (0: not block-causal).
+    int64_t attention_block = 0;
 };
 
 // Weights of one transformer block (views into the mmapped GGUF).
@@ -49,6 +63,8 @@ struct LayerWeights {
     std::vector<float> q_norm, k_norm;  // per-head Q/K RMSNorm weights [head_dim] (qk_norm)
     kernels::WeightView router;         // MoE: ffn_gate_inp [n_expert][d]
     runtime::MoeExperts experts;        // MoE: per-expert views of ffn_{gate,up,down}_exps
+    kernels::WeightView sh_gate, sh_up, sh_down;  // MoE: the shared expert (n_ff_shexp > 0)
+    bool moe() const { return experts.n_expert > 0; }
 };
 
 class Model {
@@ -85,6 +101,9 @@ class Model {
     // The n_expert matrices of a 3-D expert tensor {n_cols, n_rows, n_expert}, one view each.
     std::vector<kernels::WeightView> expert_matrices(const std::string& name, int64_t n_cols,
                                                      int64_t n_rows, int64_t n_expert);
+    // The row ranges of one fused matrix {n_cols, sum(rows)} (attn_qkv: Q, K, V), one view each.
+    std::vector<kernels::WeightView> split_matrix(const std::string& name, int64_t n_cols,
+                                                  const std::vector<int64_t>& rows);
     // Repacks a Q4_0/Q8_0/F16 view for the CPU kernels (a no-op for other types).
     void pack(kernels::WeightView& w, const std::string& name);
     std::vector<float> vector(const std::string& name, int64_t n);

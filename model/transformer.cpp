@@ -36,14 +36,24 @@ runtime::Plan Model::build_plan(int64_t max_rows, int64_t max_out, Head head,
             q = b.gather_output_rows(q, p + "attn_q.out_rows");
             x = b.gather_output_rows(x, p + "out_rows");
         }
-        int attn = b.attention(l, q, hp.n_head, hp.n_kv_head, hp.head_dim, hp.causal, p + "attn");
+        const int64_t block =
+            options.attention_block > 0 ? options.attention_block : hp.attention_block;
+        int attn = b.attention(l, q, hp.n_head, hp.n_kv_head, hp.head_dim, hp.causal, p + "attn",
+                               hp.attention_block > 0 ? block : 0);
         int o = b.matmul(attn, L.wo, p + "attn_output");
         x = b.add(x, o, p + "attn_residual");
         h = b.rms_norm(x, L.ffn_norm.data(), hp.eps, p + "ffn_norm");
         int down;
-        if (hp.n_expert > 0) {
+        if (L.moe()) {
             int router = b.matmul(h, L.router, p + "ffn_gate_inp");
             down = b.moe_ffn(h, router, L.experts, p + "ffn_moe");
+            if (hp.n_ff_shexp > 0) {  // the shared expert, added ungated
+                int gate = b.matmul(h, L.sh_gate, p + "ffn_gate_shexp");
+                int up = b.matmul(h, L.sh_up, p + "ffn_up_shexp");
+                int act = b.swiglu(gate, up, p + "ffn_act_shexp");
+                int sh = b.matmul(act, L.sh_down, p + "ffn_down_shexp");
+                down = b.add(down, sh, p + "ffn_moe_shexp");
+            }
         } else {
             int gate = b.matmul(h, L.w_gate, p + "ffn_gate");
             int up = b.matmul(h, L.w_up, p + "ffn_up");

@@ -239,7 +239,7 @@ void CpuOps::run(const ArenaView& a, LmHeadScratch& s, const Op& op, const Batch
             int64_t keys = 0;
             for (int64_t r = 0; r < n; ++r) {
                 const int64_t w = win(r);
-                keys = std::max<int64_t>(keys, op.causal ? b.pos[w] + 1 : b.kv_len[b.seq[w]]);
+                keys = std::max<int64_t>(keys, op.visible_keys(b, w));
             }
             const float* table = op.lut ? exp_lut_.data() : nullptr;  // LUT exp (NPU path)
             // One task = one head of up to kRows consecutive rows, split further where the
@@ -259,7 +259,7 @@ void CpuOps::run(const ArenaView& a, LmHeadScratch& s, const Op& op, const Batch
                             bool any_excl = false;
                             for (; e < r1 && b.seq[win(e)] == s; ++e) {
                                 const int64_t w = win(e);
-                                n_kv[e - r] = op.causal ? b.pos[w] + 1 : b.kv_len[s];
+                                n_kv[e - r] = op.visible_keys(b, w);
                                 excl[e - r] = b.exclude_of(w);
                                 any_excl = any_excl || excl[e - r] >= 0;
                             }
@@ -381,34 +381,85 @@ void CpuOps::moe_ffn(const ArenaView& a, const Op& op, int64_t n) {
     const kernels::ActKind act_in = kernels::act_kind_for(moe.gate[0].type);
     const kernels::ActKind act_down = kernels::act_kind_for(moe.down[0].type);
 
-    // Routing: softmax over the experts (exp in float, the sum in double, as ggml's soft_max),
-    // then the k most probable, ties to the lower expert id.
+    // Routing (MoeExperts): the gating's scores, the selection among the allowed groups by the
+    // biased scores (ties to the lower expert id), the chosen experts' weights.
     const float* logits = a.f32(op.in1);
     auto* probs = reinterpret_cast<float*>(base + L.probs);
     std::fill(first, first + n_exp + 1, 0);
+    const bool scaled = moe.scale != 0.0f && moe.scale != 1.0f;
+    const bool biased = !moe.bias.empty();
+    const bool grouped = moe.n_group > 1 && moe.n_group_used < moe.n_group;
+    const int64_t per_group = grouped ? n_exp / moe.n_group : n_exp;
     for (int64_t r = 0; r < n; ++r) {
         const float* z = logits + r * n_exp;
         float* p = probs + r * n_exp;
-        const float mx = *std::max_element(z, z + n_exp);
-        double sum = 0.0;
-        for (int64_t e = 0; e < n_exp; ++e) {
-            p[e] = std::exp(z[e] - mx);
-            sum += p[e];
+        if (moe.gating == MoeGating::Sigmoid) {
+            for (int64_t e = 0; e < n_exp; ++e)
+                p[e] = 1.0f / (1.0f + std::exp(-z[e]));
+        } else {
+            // exp in float, the sum in double, as ggml's soft_max.
+            const float mx = *std::max_element(z, z + n_exp);
+            double sum = 0.0;
+            for (int64_t e = 0; e < n_exp; ++e) {
+                p[e] = std::exp(z[e] - mx);
+                sum += p[e];
+            }
+            const float inv = static_cast<float>(1.0 / sum);
+            for (int64_t e = 0; e < n_exp; ++e)
+                p[e] *= inv;
         }
-        const float inv = static_cast<float>(1.0 / sum);
-        for (int64_t e = 0; e < n_exp; ++e)
-            p[e] *= inv;
+        auto select_score = [&](int32_t e) { return biased ? p[e] + moe.bias[e] : p[e]; };
+        // Group-limited selection: a group's score is the sum of its two best biased scores;
+        // only the n_group_used best groups (ties to the lower group) may be chosen from.
+        uint64_t allowed = ~uint64_t{0};  // bit g: group g may be chosen (n_group <= 64)
+        if (grouped) {
+            float gscore[64];
+            for (int64_t g = 0; g < moe.n_group; ++g) {
+                float b1 = -INFINITY, b2 = -INFINITY;
+                for (int64_t i = 0; i < per_group; ++i) {
+                    const float v = select_score(static_cast<int32_t>(g * per_group + i));
+                    if (v > b1) {
+                        b2 = b1;
+                        b1 = v;
+                    } else if (v > b2) {
+                        b2 = v;
+                    }
+                }
+                gscore[g] = per_group > 1 ? b1 + b2 : b1;
+            }
+            allowed = 0;
+            for (int64_t j = 0; j < moe.n_group_used; ++j) {
+                int64_t best = -1;
+                for (int64_t g = 0; g < moe.n_group; ++g) {
+                    if ((allowed >> g) & 1) continue;
+                    if (best < 0 || gscore[g] > gscore[best]) best = g;
+                }
+                allowed |= uint64_t{1} << best;
+            }
+        }
         int32_t* c = chosen + r * k_used;
+        float* wr = weight + r * k_used;
+        double wsum = 0.0;
         for (int64_t j = 0; j < k_used; ++j) {
             int32_t best = -1;
             for (int32_t e = 0; e < n_exp; ++e) {
+                if (!((allowed >> (e / per_group)) & 1)) continue;
                 if (std::find(c, c + j, e) != c + j) continue;
-                if (best < 0 || p[e] > p[best]) best = e;
+                if (best < 0 || select_score(e) > select_score(best)) best = e;
             }
             c[j] = best;
-            const bool scaled = moe.scale != 0.0f && moe.scale != 1.0f;
-            weight[r * k_used + j] = scaled ? p[best] * moe.scale : p[best];
+            wr[j] = p[best];
+            wsum += p[best];
             first[best + 1] += 1;
+        }
+        if (moe.norm) {
+            const float denom = std::max(static_cast<float>(wsum), 6.103515625e-5f);
+            for (int64_t j = 0; j < k_used; ++j)
+                wr[j] /= denom;
+        }
+        if (scaled) {
+            for (int64_t j = 0; j < k_used; ++j)
+                wr[j] *= moe.scale;
         }
     }
     // Slots grouped by expert, rows in order within an expert: first[e] is expert e's first slot.

@@ -1,9 +1,11 @@
 // The op plan and its builder.
 #include "runtime/plan.h"
 
+#include <algorithm>
 #include <cassert>
 
 #include "quant/packed.h"
+#include "runtime/device.h"
 
 namespace llada::runtime {
 
@@ -222,8 +224,15 @@ void PlanBuilder::store_kv(int layer, int k, int v) {
     plan_.ops.push_back(op);
 }
 
+int64_t Op::visible_keys(const Batch& b, int64_t w) const {
+    if (causal) return int64_t{b.pos[w]} + 1;
+    const int64_t kv = b.kv_len[b.seq[w]];
+    if (block <= 0) return kv;
+    return std::min<int64_t>(kv, (int64_t{b.pos[w]} / block + 1) * block);
+}
+
 int PlanBuilder::attention(int layer, int q, int64_t n_head, int64_t n_kv_head, int64_t head_dim,
-                           bool causal, const std::string& name) {
+                           bool causal, const std::string& name, int64_t block) {
     const TensorDesc& in = plan_.tensors[q];
     Op op{OpKind::Attention};
     op.layer = layer;
@@ -232,6 +241,7 @@ int PlanBuilder::attention(int layer, int q, int64_t n_head, int64_t n_kv_head, 
     op.n_kv_head = n_kv_head;
     op.head_dim = head_dim;
     op.causal = causal;
+    op.block = causal ? 0 : block;
     op.lut = options_.lut_exp;
     op.kv_f16 = options_.kv_f16;
     op.out = new_tensor(name, in.rows, n_head * head_dim,

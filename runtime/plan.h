@@ -47,14 +47,25 @@ enum class OpKind {
     MoeFfn,
 };
 
-// The experts of one mixture-of-experts layer (views owned by the model): softmax gating over
-// n_expert, the n_used most probable experts per row, their probabilities not renormalised
-// (llama.cpp's llada-moe), times `scale` when it is not 0 or 1.
+// How a router's logits become expert scores (llama.cpp's expert_gating_func 1 and 2).
+enum class MoeGating : uint8_t { Softmax, Sigmoid };
+
+// The experts of one mixture-of-experts layer (views owned by the model). Each row's scores are
+// the gating of its router logits (softmax: llama.cpp's llada-moe; sigmoid: bailingmoe2, LLaDA
+// 2.x). The n_used experts with the highest score plus `bias` (the selection bias, exp_probs_b;
+// empty: none) are chosen, among the n_group_used groups (of n_group consecutive-id groups)
+// whose two best biased scores sum highest when n_group > 1. Their weights are the unbiased
+// scores, divided by their sum when `norm` (clamped below at 2^-14, as llama.cpp), times
+// `scale` when it is not 0 or 1.
 struct MoeExperts {
     int64_t n_expert = 0;
     int64_t n_used = 0;
     int64_t n_ff = 0;  // each expert's hidden size
     float scale = 0.0f;
+    MoeGating gating = MoeGating::Softmax;
+    std::vector<float> bias;  // [n_expert] or empty
+    int64_t n_group = 0, n_group_used = 0;
+    bool norm = false;
     std::vector<kernels::WeightView> gate, up,
         down;  // [n_expert] each: [n_ff][d], [n_ff][d], [d][n_ff]
 };
@@ -78,6 +89,8 @@ struct MoeScratch {
 MoeScratch moe_scratch(const MoeExperts& moe, int64_t d, int64_t rows);
 
 const char* op_name(OpKind k);
+
+struct Batch;  // runtime/device.h
 
 struct Op {
     explicit Op(OpKind k) : kind(k) {}
@@ -103,6 +116,12 @@ struct Op {
     const float* rope_sin = nullptr;
     int64_t rope_ctx = 0;  // positions the tables cover
     bool causal = false;   // Attention: row at pos p sees keys [0, p]
+    // Attention, block-causal (LLaDA 2.x): a row at pos p sees the keys of every block of
+    // `block` positions up to its own, [0, (p / block + 1) * block), within its sequence's
+    // kv_len. 0: not block-causal.
+    int64_t block = 0;
+    // Keys [0, n) a row of window row `w` of `b` sees (Attention).
+    int64_t visible_keys(const Batch& b, int64_t w) const;
     // Table-driven variants (kernels/lut.h): MatMul on Q4_0 dequantises through a 16-entry
     // table with float activations; Attention takes exp from a 32,768-entry fp16 table.
     bool lut = false;
@@ -132,6 +151,8 @@ struct PlanOptions {
     // CPU there) unless full_last_layer asks for the whole last layer (to measure the gain).
     bool gather_last_layer = false;
     bool full_last_layer = false;
+    // A block-causal model's attention blocks (0: the model's own default).
+    int64_t attention_block = 0;
 };
 
 class PlanBuilder {
@@ -152,8 +173,9 @@ class PlanBuilder {
     int rope(int x, int64_t n_head, int64_t head_dim, int64_t n_rot, kernels::RopeStyle style,
              const float* cos, const float* sin, int64_t n_ctx, const std::string& name);
     void store_kv(int layer, int k, int v);
+    // block > 0 (with causal false): block-causal attention over blocks of `block` positions.
     int attention(int layer, int q, int64_t n_head, int64_t n_kv_head, int64_t head_dim,
-                  bool causal, const std::string& name);
+                  bool causal, const std::string& name, int64_t block = 0);
     int swiglu(int gate, int up, const std::string& name);
     int add(int a, int b, const std::string& name);
     int gather_output_rows(int x, const std::string& name);

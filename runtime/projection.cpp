@@ -115,15 +115,20 @@ ExecShape exec_shape(const Plan& plan, const Batch& b, int64_t bucket, int64_t o
     s.n_out = b.n_out;
     s.out_bucket = out_bucket;
     bool causal = false;
-    for (const Op& op : plan.ops)
+    const Op* block_causal = nullptr;  // an attention op with blocks (LLaDA 2.x)
+    for (const Op& op : plan.ops) {
         causal = causal || (op.kind == OpKind::Attention && op.causal);
+        if (op.kind == OpKind::Attention && op.block > 0) block_causal = &op;
+    }
     int32_t max_seq = 0;
     for (int64_t r = 0; r < b.n_rows; ++r) {
         max_seq = std::max(max_seq, b.seq[r]);
         if (causal) s.keys = std::max<int64_t>(s.keys, b.pos[r] + 1);
+        if (block_causal && b.kv_len)
+            s.keys = std::max<int64_t>(s.keys, block_causal->visible_keys(b, r));
     }
     s.n_seq = max_seq + 1;
-    if (!causal && b.kv_len) {
+    if (!causal && !block_causal && b.kv_len) {
         for (int32_t q = 0; q <= max_seq; ++q)
             s.keys = std::max<int64_t>(s.keys, b.kv_len[q]);
     }

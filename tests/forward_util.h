@@ -5,6 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <vector>
 
 #include "model/model.h"
@@ -33,6 +37,25 @@ inline std::vector<float> forward_all(const model::Model& m, const std::vector<i
     runtime::ThreadPool pool(threads);
     auto dev = runtime::make_cpu_device(pool);
     return forward_all(m, *dev, tokens, opt);
+}
+
+// Whitespace-separated decimal token ids (a fixture's tokens.txt).
+inline std::vector<int32_t> read_ids(const std::filesystem::path& p) {
+    std::ifstream f(p);
+    std::vector<int32_t> ids;
+    int32_t x;
+    while (f >> x)
+        ids.push_back(x);
+    return ids;
+}
+
+// A little-endian float32 file (a fixture's logits.f32).
+inline std::vector<float> read_f32(const std::filesystem::path& p) {
+    std::ifstream f(p, std::ios::binary);
+    std::vector<char> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    std::vector<float> v(bytes.size() / 4);
+    std::memcpy(v.data(), bytes.data(), v.size() * 4);
+    return v;
 }
 
 // Largest |v| and largest |a - b| (a and b of the same size), in double.

@@ -24,24 +24,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::vector<int32_t> read_ids(const fs::path& p) {
-    std::ifstream f(p);
-    std::vector<int32_t> ids;
-    int32_t x;
-    while (f >> x)
-        ids.push_back(x);
-    return ids;
-}
-
-std::vector<float> read_f32(const fs::path& p) {
-    std::ifstream f(p, std::ios::binary);
-    std::vector<char> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    std::vector<float> v(bytes.size() / 4);
-    std::memcpy(v.data(), bytes.data(), v.size() * 4);
-    return v;
-}
-
 using test::forward_all;
+using test::read_f32;
+using test::read_ids;
 
 struct Errors {
     double max_rel, mean_rel;
@@ -256,7 +241,7 @@ TEST(ModelLoad, TiedOutputAndGqaLoad) {
 TEST(ModelLoad, ClearErrorsForBadFiles) {
     EXPECT_NE(load_error(tiny_llada([](auto& w) { w.set_string("general.architecture", "mamba"); }))
                   .find("architecture 'mamba' is not supported (supported: llada, llama, dream, "
-                        "llada-moe)"),
+                        "llada-moe, llada2, bailingmoe2)"),
               std::string::npos);
     EXPECT_NE(load_error(tiny_llada([](auto& w) {
                   w.set_u32("llada.attention.head_count_kv", 3);

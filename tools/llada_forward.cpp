@@ -25,6 +25,11 @@ int main(int argc, char** argv) {
                     &tokens_file);
         args.string({"--out"}, "FILE", "where to write the logits", &out_path);
         args.integer({"-t", "--threads"}, "N", "threads", &threads, 1, 1024);
+        int block = 0;
+        args.integer({"--block"}, "N",
+                     "a block-causal architecture's attention blocks (llada2; default: the\n"
+                     "file's llada_cpp.block_length, else 32)",
+                     &block, 1, 1 << 20);
         if (!args.parse(argc, argv)) return 0;
         if (model_path.empty()) throw Error("-m/--model is required");
         if (out_path.empty()) throw Error("--out is required");
@@ -43,9 +48,14 @@ int main(int argc, char** argv) {
             throw Error(std::to_string(n) + " tokens exceed the context length " +
                         std::to_string(hp.n_ctx));
         }
+        if (args.given("--block") && hp.attention_block == 0) {
+            throw Error("--block applies to a block-causal architecture (llada2), not " + hp.arch);
+        }
+        runtime::PlanOptions opt;
+        opt.attention_block = block;
         runtime::ThreadPool pool(threads);
         auto device = runtime::make_cpu_device(pool);
-        model::Session session(*model, *device, 1, n, n, n);
+        model::Session session(*model, *device, 1, n, n, n, opt);
         std::vector<int32_t> pos(n), seq(n, 0), rows(n);
         for (int i = 0; i < n; ++i)
             pos[i] = rows[i] = i;
