@@ -1,7 +1,8 @@
 // llada-server through OpenAI's official Node client (npm's `openai`, installed by
 // scripts/install-deps.sh --web into ~/.cache/llada.cpp/npm): a completion and a streamed
 // completion, a chat and a streamed chat give the same text as a plain HTTP request for the same
-// seed, and usage is filled.
+// seed, and usage is filled; the fields the client sends beside (max_completion_tokens, role
+// developer, nulls, logprobs with top_logprobs, stream_options.include_usage) are taken.
 // Exits 77 (skipped) with a message when the client is not installed.
 //
 //     node tests/web/openai_client_test.mjs BIN_DIR MODEL
@@ -53,6 +54,20 @@ try {
   let chatText = "";
   for await (const ch of chatStream) chatText += (ch.choices[0].delta && ch.choices[0].delta.content) || "";
   if (chatText !== want) fail(`streamed chat ${JSON.stringify(chatText)} != ${JSON.stringify(want)}`);
+  // What the client sends beside: max_completion_tokens, a developer message, null optional
+  // fields, logprobs with top_logprobs, stream_options.include_usage.
+  const lp = await client.chat.completions.create({
+    model: "tiny-llada-m", messages: [{ role: "developer", content: "answer" }, { role: "user", content: prompt }],
+    max_completion_tokens: 16, logprobs: true, top_logprobs: 2, top_p: null, temperature: 0 });
+  const content = lp.choices[0].logprobs && lp.choices[0].logprobs.content;
+  if (!content || content.length !== lp.usage.completion_tokens) fail(`logprobs ${JSON.stringify(lp.choices[0].logprobs)}`);
+  else if (content.map((e) => e.token).join("") !== lp.choices[0].message.content) fail("logprobs tokens do not spell the answer");
+  else if (!content.every((e) => e.logprob <= 0 && e.top_logprobs.length === 2)) fail("logprob values");
+  const usageStream = await client.completions.create({ model: "tiny-llada-m", prompt, max_tokens: 32, seed: 4,
+                                                        temperature: 1.0, stream: true, stream_options: { include_usage: true } });
+  let usage = null;
+  for await (const ch of usageStream) if (ch.usage) usage = ch.usage;
+  if (!usage || usage.total_tokens !== usage.prompt_tokens + usage.completion_tokens) fail(`stream usage ${JSON.stringify(usage)}`);
   const models = await client.models.list();
   if (!models.data.some((m) => m.id === "tiny-llada-m")) fail("models.list");
   console.log((ok ? "ok" : "failed") + `: ${JSON.stringify(want)} in ${chunks} chunks`);
