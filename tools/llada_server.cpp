@@ -1,137 +1,76 @@
-// llada-server: an OpenAI-compatible HTTP API over the step engine (tools/server_engine.h):
-// POST /v1/completions, POST /v1/chat/completions (stream: true as server-sent events ending in
-// "data: [DONE]"), GET /v1/models, GET /health, GET /metrics (Prometheus text). Diffusion
-// parameters (steps, block, policy, threshold, lookahead, revise, ...) are request fields beside
-// the OpenAI ones, with the server's flags as defaults; `seed` makes a request reproducible
-// whether it ran alone or batched with others.
+// llada-server: an OpenAI-compatible HTTP API over the step engine (tools/server_engine.h).
+// This file parses the flags, loads the model, builds the handlers' shared state and listens;
+// the endpoints are tools/server_routes.cpp (docs/server.md). Diffusion parameters (steps,
+// block, policy, threshold, lookahead, revise, ...) are request fields beside the OpenAI ones,
+// with the server's flags as defaults; `seed` makes a request reproducible whether it ran alone
+// or batched with others.
 #include <httplib.h>
 #include <sys/socket.h>
 
 #include <pthread.h>
 #include <signal.h>
 
-#include <algorithm>
-#include <cmath>
-
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <nlohmann/json.hpp>
-#include <optional>
+#include <thread>
 
-#include "decode/tts.h"
 #include "tokenizer/chat.h"
 #include "tools/common.h"
 #include "tools/server_engine.h"
 #include "tools/server_http.h"
-#include "tools/server_request.h"
+#include "tools/server_routes.h"
 #include "util/error.h"
 
 using namespace llada;
-using json = nlohmann::json;
 
 namespace {
 
-// An error answer. The message may quote the client's own bytes (a parser's "last read: ..."):
-// it is cut to an excerpt, and bytes that are not UTF-8 are replaced, so the answer is always
-// valid JSON and never echoes a large body back.
-void send_error(httplib::Response& res, int status, const std::string& msg,
-                const std::string& type = "invalid_request_error") {
-    res.status = status;
-    res.set_content(json{{"error", {{"message", tools::excerpt(msg, 300)}, {"type", type}}}}.dump(
-                        -1, ' ', false, json::error_handler_t::replace),
-                    "application/json");
-}
-
-// One unnamed server-sent event (text that is not UTF-8 replaced, as in every JSON answer).
-std::string sse_data(const json& j) {
-    return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
-}
-
-// A finished request's answer as the client gets it: cut before the first stop sequence, and
-// why it ended: "stop" (a stop sequence or the end of text), "length" (max_tokens reached).
-struct Final {
-    std::string text;
-    int64_t tokens = 0;
-    const char* finish = "stop";
-};
-
-Final final_text(const tools::ServerRequest& r, const std::vector<std::string>& stop) {
-    Final f{r.text, r.answer_tokens, "stop"};
-    const size_t cut = tools::find_stop(r.text, stop);
-    if (cut != std::string::npos) {
-        f.text = r.text.substr(0, cut);
-        // The tokens up to and including the one the stop sequence starts in.
-        f.tokens = 0;
-        for (size_t n = 0; n < r.answer_ends.size(); ++n) {
-            f.tokens = static_cast<int64_t>(n) + 1;
-            if (r.answer_ends[n] > cut) break;
-        }
-    } else if (!r.stopped && r.answer_tokens >= r.opt.gen) {
-        f.finish = "length";
-    }
-    return f;
-}
-
-// OpenAI's logprobs of a choice: its first n answer tokens, each with the log-probability its
-// committing step gave it and, for top > 0, that step's most likely tokens. Chat spells them
-// as content entries (token, logprob, bytes, top_logprobs); /v1/completions as parallel
-// arrays (tokens, token_logprobs, top_logprobs as {token: logprob}, text_offset: each token's
-// byte offset in the answer text).
-json logprobs_of(const tools::ServerRequest& r, int64_t n, bool chat, int top,
-                 const tokenizer::Tokenizer& tok) {
-    const decode::GenerateResult& res = r.result;
-    // (An alternative may be a special token, end of text say: spelled as such.)
-    auto piece = [&](int32_t id) { return tok.token_to_piece(id, true); };
-    auto bytes = [](const std::string& s) {
-        json b = json::array();
-        for (const unsigned char c : s)
-            b.push_back(static_cast<int>(c));
-        return b;
-    };
-    json tokens = json::array(), lps = json::array(), tops = json::array(), offs = json::array();
-    json content = json::array();
-    size_t off = 0;
-    for (int64_t i = 0; i < n; ++i) {
-        const size_t at = static_cast<size_t>(res.prompt_len + i);
-        const std::string t = piece(res.canvas[at]);
-        const double lp = res.logprobs[at];
-        if (chat) {
-            json alts = json::array();
-            if (top > 0) {
-                for (const auto& e : res.top_logprobs[at]) {
-                    const std::string u = piece(e.token);
-                    alts.push_back({{"token", u}, {"logprob", e.logprob}, {"bytes", bytes(u)}});
-                }
-            }
-            content.push_back(
-                {{"token", t}, {"logprob", lp}, {"bytes", bytes(t)}, {"top_logprobs", alts}});
-            continue;
-        }
-        tokens.push_back(t);
-        lps.push_back(lp);
-        offs.push_back(off);
-        off += t.size();
-        if (top > 0) {
-            json o = json::object();
-            for (const auto& e : res.top_logprobs[at]) {
-                const std::string u = piece(e.token);
-                if (!o.contains(u)) o[u] = e.logprob;  // two ids may spell the same text
-            }
-            tops.push_back(o);
+// SIGINT / SIGTERM drain: from the first signal, generation requests are refused (503) and the
+// open answers finish; the server stops when none is left, after --timeout, or at a second
+// signal.
+void drain_on_signal(const sigset_t& stop_signals, tools::ServerContext& ctx,
+                     httplib::Server& srv) {
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    ctx.draining = true;
+    std::fprintf(stderr, "llada-server: signal %d, draining %d open answers\n", sig,
+                 ctx.open_answers->load());
+    const auto until =
+        std::chrono::steady_clock::now() + std::chrono::duration<double>(ctx.timeout_s);
+    const timespec tick{0, 50 * 1000 * 1000};
+    while (*ctx.open_answers > 0 && std::chrono::steady_clock::now() < until) {
+        if (sigtimedwait(&stop_signals, nullptr, &tick) > 0) {
+            std::fprintf(stderr, "llada-server: second signal, stopping now\n");
+            break;
         }
     }
-    if (chat) return {{"content", content}, {"refusal", nullptr}};
-    return {{"tokens", tokens},
-            {"token_logprobs", lps},
-            {"top_logprobs", top > 0 ? tops : json(nullptr)},
-            {"text_offset", offs}};
+    std::fprintf(stderr, "llada-server: stopping (%d open answers)\n", ctx.open_answers->load());
+    srv.stop();
 }
 
-std::string new_id(const char* prefix) {
-    static std::atomic<int64_t> n{0};
-    return std::string(prefix) + std::to_string(n.fetch_add(1) + 1);
+// Binds host:port (0: any free port) and returns the port. Debian's cpp-httplib is a compiled
+// library that listens with a backlog of 5: more clients connecting at once have their
+// connections dropped or retried a second later (seen as failed requests and 1 s outliers at 32
+// clients). The listening socket is caught as it is created and, once listening, given a
+// backlog for every connection thread (Linux takes a second listen() as a new backlog; the
+// kernel caps it at somaxconn).
+int bind_listener(httplib::Server& srv, const std::string& host, int port, int backlog) {
+    int listen_fd = -1;
+    srv.set_socket_options([&listen_fd](socket_t sock) {
+        httplib::default_socket_options(sock);
+        listen_fd = sock;
+    });
+    int bound = port;
+    if (port == 0) {
+        bound = srv.bind_to_any_port(host);
+    } else if (!srv.bind_to_port(host, port)) {
+        throw Error("cannot listen on " + host + ":" + std::to_string(port));
+    }
+    if (bound < 0) throw Error("cannot listen on " + host);
+    if (listen_fd >= 0) ::listen(listen_fd, backlog);
+    return bound;
 }
 
 }  // namespace
@@ -205,669 +144,37 @@ int main(int argc, char** argv) {
         auto device = devf.make(pool);
         limits.kv_f16 = dec.opt.kernels.kv_f16;
         tools::ServerEngine engine(lm, *device, limits);
-        const std::string model_name = std::filesystem::path(model_path).stem().string();
-        const auto started = std::chrono::system_clock::now();
 
-        // The chat format from the model file, once; chat requests on a model without one get
-        // the reason.
-        std::optional<tokenizer::ChatTemplate> chat_format;
-        std::string chat_error;
+        tools::ServerContext ctx{.engine = engine,
+                                 .lm = lm,
+                                 .dec = dec,
+                                 .model_name = std::filesystem::path(model_path).stem().string(),
+                                 .model_path = model_path,
+                                 .api_key = api_key,
+                                 .chat_format = {},
+                                 .chat_error = {},
+                                 .body_kib = body_kib,
+                                 .max_connections = max_connections,
+                                 .timeout_s = timeout_s};
         try {
-            chat_format = tokenizer::ChatTemplate::from_tokenizer(*lm.tok);
+            ctx.chat_format = tokenizer::ChatTemplate::from_tokenizer(*lm.tok);
         } catch (const Error& e) {
-            chat_error = e.what();
+            ctx.chat_error = e.what();
         }
 
         httplib::Server srv;
-        const size_t max_body = static_cast<size_t>(body_kib) * 1024;
-        srv.set_payload_max_length(max_body);
+        srv.set_payload_max_length(ctx.max_body());
         // A thread per connection (up to --max-connections): a client that is slow to send its
         // request holds its own thread only, so /health and the others are still answered; the
         // engine's own limits (--parallel, --queue) decide what is decoded or refused with 503.
         // Past that, a connection is answered 503 on one of a few refusal threads
         // (ConnectionThreads::refusing(), the pre-routing handler) and closed.
-        const size_t workers = static_cast<size_t>(max_connections);
-        std::atomic<tools::ConnectionThreads*> connections{nullptr};
-        srv.new_task_queue = [workers, &connections] {
-            auto* q = new tools::ConnectionThreads(workers);
-            connections = q;
+        srv.new_task_queue = [&ctx] {
+            auto* q = new tools::ConnectionThreads(static_cast<size_t>(ctx.max_connections));
+            ctx.connections = q;
             return q;
         };
-        // SIGTERM drains: from the first signal, generation requests are refused (503) and the
-        // open answers (non-streamed ones being decoded, streams until their [DONE]) finish;
-        // the server stops when none is left, after --timeout, or at a second signal.
-        std::atomic<bool> draining{false};
-        auto open_answers = std::make_shared<std::atomic<int>>(0);
-        struct OpenAnswer {
-            std::shared_ptr<std::atomic<int>> n;
-            explicit OpenAnswer(std::shared_ptr<std::atomic<int>> c) : n(std::move(c)) { ++*n; }
-            ~OpenAnswer() { --*n; }
-        };
-        // Requests as the HTTP side sees them (the engine counts candidates: best_of runs
-        // several per request). accepted = completed + failed + cancelled + timed out + in
-        // flight; rejected (503) and invalid (400 before admission) were never accepted.
-        struct RequestCounters {
-            std::atomic<int64_t> accepted{0}, completed{0}, failed{0}, cancelled{0}, timed_out{0},
-                rejected{0}, invalid{0};
-        };
-        auto rc = std::make_shared<RequestCounters>();
-        // One access-log line per request on stderr: method, path, status, answer tokens and
-        // time (no prompt text). The start is taken where the request is routed, on the
-        // connection's own worker thread, and the tokens set by the completion handlers.
-        static thread_local std::chrono::steady_clock::time_point request_start;
-        static thread_local int64_t request_tokens = -1;
-        srv.set_pre_routing_handler([&](const httplib::Request& q, httplib::Response& s) {
-            request_start = std::chrono::steady_clock::now();
-            request_tokens = -1;
-            if (tools::ConnectionThreads::refusing()) {
-                send_error(s, 503,
-                           "too many connections: the server serves " +
-                               std::to_string(max_connections) +
-                               " at once (--max-connections); try again later",
-                           "server_error");
-                s.set_header("Connection", "close");
-                s.set_header("Retry-After", "1");
-                // (cpp-httplib 0.11 still waits up to its 5 s keep-alive timeout for another
-                // request on the connection, unless the client closes it; the refusal thread
-                // is busy meanwhile.)
-                return httplib::Server::HandlerResponse::Handled;
-            }
-            const bool guarded = q.path.rfind("/v1/", 0) == 0 || q.path == "/metrics" ||
-                                 q.path == "/tokenize" || q.path == "/detokenize" ||
-                                 q.path == "/props";
-            if (api_key.empty() || !guarded ||
-                q.get_header_value("Authorization") == "Bearer " + api_key)
-                return httplib::Server::HandlerResponse::Unhandled;
-            send_error(s, 401, "a valid 'Authorization: Bearer <key>' header is required",
-                       "authentication_error");
-            return httplib::Server::HandlerResponse::Handled;
-        });
-        srv.set_logger([](const httplib::Request& q, const httplib::Response& s) {
-            const double t =
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - request_start)
-                    .count();
-            // (A request cpp-httplib refused before routing, e.g. a malformed one, has no
-            // start: its time is "-".)
-            char time[32] = "-";
-            if (request_start != std::chrono::steady_clock::time_point{})
-                std::snprintf(time, sizeof(time), "%.3f", t);
-            std::fprintf(stderr, "llada-server: %s %s %d %s tokens %s s\n", q.method.c_str(),
-                         q.path.c_str(), s.status,
-                         request_tokens < 0 ? "-" : std::to_string(request_tokens).c_str(), time);
-            request_start = {};
-        });
-        // The errors cpp-httplib answers itself (a handler's own errors have a body already).
-        srv.set_error_handler([body_kib](const httplib::Request& q, httplib::Response& s) {
-            if (!s.body.empty()) {
-                return;
-            } else if (s.status == 413) {
-                send_error(s, 413,
-                           "the request body is larger than the server's --max-body-kib (" +
-                               std::to_string(body_kib) + " KiB)");
-            } else if (s.status == 404) {
-                send_error(s, 404, "no such endpoint: " + q.method + " " + q.path,
-                           "not_found_error");
-            } else if (s.status == 405) {
-                send_error(s, 405, "method " + q.method + " is not allowed");
-            } else if (s.status == 400) {
-                send_error(s, 400, "malformed HTTP request");
-            } else if (s.status == 414) {
-                send_error(s, 414, "the request URI is too long");
-            } else {
-                send_error(s, s.status, "HTTP status " + std::to_string(s.status),
-                           s.status >= 500 ? "server_error" : "invalid_request_error");
-            }
-        });
-        srv.Get("/health", [&](const httplib::Request&, httplib::Response& res) {
-            if (draining) {  // a load balancer's cue to send no more
-                res.status = 503;
-                res.set_content(json{{"status", "shutting down"}}.dump(), "application/json");
-                return;
-            }
-            res.set_content(json{{"status", "ok"}}.dump(), "application/json");
-        });
-        srv.Get("/v1/models", [&](const httplib::Request&, httplib::Response& res) {
-            const auto t =
-                std::chrono::duration_cast<std::chrono::seconds>(started.time_since_epoch())
-                    .count();
-            res.set_content(json{{"object", "list"},
-                                 {"data",
-                                  {{{"id", model_name},
-                                    {"object", "model"},
-                                    {"created", t},
-                                    {"owned_by", "llada.cpp"}}}}}
-                                .dump(),
-                            "application/json");
-        });
-        // llama-server's utility endpoints: /tokenize {"content", "add_special"} -> {"tokens"},
-        // /detokenize {"tokens"} -> {"content"}, /props (the server's settings).
-        // Every POST reads its body through this, to --max-body-kib whatever its framing
-        // (a chunked body included), and answers 413 past it.
-        auto post =
-            [&](const std::string& path,
-                std::function<void(const httplib::Request&, const std::string&, httplib::Response&)>
-                    fn) {
-                srv.Post(path, [&, fn](const httplib::Request& q, httplib::Response& s,
-                                       const httplib::ContentReader& reader) {
-                    std::string body;
-                    switch (tools::read_body(q, reader, max_body, body)) {
-                        case tools::BodyRead::ok:
-                            return fn(q, body, s);
-                        case tools::BodyRead::too_large:
-                            s.set_header("Connection",
-                                         "close");  // the rest of the body is not read
-                            return send_error(s, 413,
-                                              "the request body is larger than the server's "
-                                              "--max-body-kib (" +
-                                                  std::to_string(body_kib) + " KiB)");
-                        case tools::BodyRead::failed:
-                            s.set_header("Connection", "close");
-                            return send_error(s, 400, "the request body could not be read whole");
-                    }
-                });
-            };
-        auto parse_body = [](const std::string& text, httplib::Response& s, json& out) {
-            try {
-                out = json::parse(text);
-            } catch (const json::parse_error& e) {
-                send_error(s, 400, std::string("malformed JSON: ") + e.what());
-                return false;
-            }
-            if (!out.is_object()) {
-                send_error(s, 400, "the request body must be a JSON object");
-                return false;
-            }
-            return true;
-        };
-        post("/tokenize",
-             [&](const httplib::Request&, const std::string& body_text, httplib::Response& res) {
-                 json b;
-                 if (!parse_body(body_text, res, b)) return;
-                 if (!b.contains("content") || !b["content"].is_string())
-                     return send_error(res, 400, "'content' must be a string");
-                 if (b.contains("add_special") && !b["add_special"].is_boolean())
-                     return send_error(res, 400, "'add_special' must be a boolean");
-                 const bool special = b.value("add_special", false);
-                 const std::string text = b["content"];
-                 if (text.size() > static_cast<size_t>(engine.limits().max_prompt) * 64)
-                     return send_error(res, 400, "'content' is longer than the server tokenizes");
-                 const auto ids = lm.tok->encode(text, special && lm.tok->add_bos_default(), false);
-                 res.set_content(json{{"tokens", ids}}.dump(), "application/json");
-             });
-        post("/detokenize",
-             [&](const httplib::Request&, const std::string& text, httplib::Response& res) {
-                 json b;
-                 if (!parse_body(text, res, b)) return;
-                 if (!b.contains("tokens") || !b["tokens"].is_array())
-                     return send_error(res, 400, "'tokens' must be an array of token ids");
-                 std::vector<int32_t> ids;
-                 for (const auto& v : b["tokens"]) {
-                     if (!v.is_number_integer() || v.get<int64_t>() < 0 ||
-                         v.get<int64_t>() >= lm.tok->n_vocab())
-                         return send_error(res, 400,
-                                           "'tokens' must be token ids in [0, " +
-                                               std::to_string(lm.tok->n_vocab()) + ")");
-                     ids.push_back(static_cast<int32_t>(v.get<int64_t>()));
-                 }
-                 res.set_content(json{{"content", lm.tok->decode(ids, false)}}.dump(
-                                     -1, ' ', false, json::error_handler_t::replace),
-                                 "application/json");
-             });
-        srv.Get("/props", [&](const httplib::Request&, httplib::Response& res) {
-            json settings = {{"policy", dec.policy},
-                             {"max_tokens", dec.opt.gen},
-                             {"block", dec.opt.block},
-                             {"threshold", dec.opt.threshold},
-                             {"temperature", dec.opt.temperature},
-                             {"seed", dec.opt.seed}};
-            res.set_content(json{{"model", model_name},
-                                 {"model_path", model_path},
-                                 {"default_generation_settings", settings},
-                                 {"total_slots", engine.limits().parallel},
-                                 {"queue", engine.limits().queue},
-                                 {"max_prompt", engine.limits().max_prompt},
-                                 {"max_gen", engine.limits().max_gen},
-                                 {"chat_format", chat_format ? json(true) : json(false)},
-                                 {"n_ctx", engine.n_pos()}}
-                                .dump(-1, ' ', false, json::error_handler_t::replace),
-                            "application/json");
-        });
-        srv.Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
-            const auto c = engine.counters();
-            std::string m;
-            auto line = [&](const char* name, const char* help, double v) {
-                char num[64];
-                if (v == std::floor(v) && std::fabs(v) < 1e15) {
-                    std::snprintf(num, sizeof(num), "%lld", static_cast<long long>(v));
-                } else {
-                    std::snprintf(num, sizeof(num), "%.9g", v);
-                }
-                m += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name +
-                     " counter\n" + name + " " + num + "\n";
-            };
-            // Requests (the HTTP side) and candidates (the engine's generations: n / best_of
-            // run several per request) apart; accepted = completed + failed + cancelled +
-            // timed_out + in_flight.
-            const int64_t accepted = rc->accepted, completed = rc->completed, failed = rc->failed,
-                          cancelled = rc->cancelled, timed_out = rc->timed_out;
-            line("llada_requests_accepted_total", "requests admitted to the engine", accepted);
-            line("llada_requests_completed_total", "requests answered", completed);
-            line("llada_requests_failed_total", "admitted requests whose generation failed",
-                 failed);
-            line("llada_requests_cancelled_total", "requests whose client went away", cancelled);
-            line("llada_requests_timed_out_total", "requests past --timeout", timed_out);
-            line("llada_requests_rejected_total", "requests refused with a full queue (503)",
-                 rc->rejected);
-            line("llada_requests_invalid_total", "requests refused before admission (4xx)",
-                 rc->invalid);
-            const tools::ConnectionThreads* conns = connections;
-            line("llada_connections_refused_total",
-                 "connections past --max-connections answered 503",
-                 conns ? static_cast<int64_t>(conns->refused()) : 0);
-            m += "# HELP llada_requests_in_flight admitted requests not yet ended\n# TYPE "
-                 "llada_requests_in_flight gauge\nllada_requests_in_flight " +
-                 std::to_string(accepted - completed - failed - cancelled - timed_out) + "\n";
-            line("llada_candidates_total", "generations admitted (a request's candidates)",
-                 c.requests);
-            line("llada_candidates_completed_total", "generations finished", c.completed);
-            line("llada_candidates_failed_total", "generations that failed", c.failed);
-            line("llada_steps_total", "engine steps (one forward each)", c.steps);
-            line("llada_tokens_total", "answer tokens generated", c.tokens);
-            line("llada_busy_seconds_total", "time spent in forwards", c.busy_s);
-            m += "# HELP llada_queue_length requests waiting\n# TYPE llada_queue_length gauge\n"
-                 "llada_queue_length " +
-                 std::to_string(engine.queue_length()) + "\n";
-            m += "# HELP llada_batch_occupancy mean requests per step\n# TYPE "
-                 "llada_batch_occupancy gauge\nllada_batch_occupancy " +
-                 std::to_string(c.steps ? static_cast<double>(c.occupancy_sum) / c.steps : 0.0) +
-                 "\n";
-            m += "# HELP llada_tokens_per_second answer tokens per busy second\n# TYPE "
-                 "llada_tokens_per_second gauge\nllada_tokens_per_second " +
-                 std::to_string(c.busy_s > 0 ? c.tokens / c.busy_s : 0.0) + "\n";
-            m += "# HELP llada_kv_cache_bytes KV cache memory, all sequences\n# TYPE "
-                 "llada_kv_cache_bytes gauge\nllada_kv_cache_bytes " +
-                 std::to_string(engine.kv_bytes()) + "\n";
-            m += "# HELP llada_kv_cache_bytes_per_sequence one sequence's KV cache\n# TYPE "
-                 "llada_kv_cache_bytes_per_sequence gauge\nllada_kv_cache_bytes_per_sequence " +
-                 std::to_string(engine.kv_bytes_per_sequence()) + "\n";
-            res.set_content(m, "text/plain; version=0.0.4");
-        });
-        auto handle = [&](const httplib::Request& req, const std::string& text,
-                          httplib::Response& res, bool chat) {
-            OpenAnswer answer(open_answers);  // (counted before the check: the drain waits)
-            if (draining) {
-                res.set_header("Connection", "close");
-                res.set_header("Retry-After", "1");
-                ++rc->rejected;
-                return send_error(res, 503, "the server is shutting down", "server_busy");
-            }
-            // A request refused before admission (counted as invalid).
-            auto refuse = [&](int status, const std::string& msg) {
-                ++rc->invalid;
-                send_error(res, status, msg);
-            };
-            json body;
-            try {
-                body = json::parse(text);
-            } catch (const json::parse_error& e) {
-                // JSON text is UTF-8: a body that is not (a prompt in Latin-1, say) is the
-                // client's error, named as such.
-                if (std::string(e.what()).find("UTF-8") != std::string::npos) {
-                    return refuse(400, "the request body is not valid UTF-8 (at byte " +
-                                           std::to_string(e.byte) + ")");
-                }
-                return refuse(400, std::string("malformed JSON: ") + e.what());
-            }
-            auto r = std::make_shared<tools::ServerRequest>();
-            tools::ParsedRequest p;
-            try {
-                p = tools::parse_request(body, dec.policy, dec.opt, engine.limits(), chat);
-                r->policy = p.policy;
-                r->opt = p.opt;
-                if (chat) {
-                    if (!chat_format) {
-                        return refuse(400,
-                                      "this model has no chat format for "
-                                      "/v1/chat/completions (" +
-                                          chat_error + "); use /v1/completions");
-                    }
-                    // Markers as special tokens, message text as text: a message cannot forge
-                    // a turn by typing a marker.
-                    r->prompt = chat_format->encode(*lm.tok, tools::parse_messages(body));
-                } else {
-                    r->prompt = tools::request_prompt(body, *lm.tok, engine.limits().max_prompt);
-                }
-                if (static_cast<int>(r->prompt.size()) > engine.limits().max_prompt)
-                    throw Error("the prompt has " + std::to_string(r->prompt.size()) +
-                                " tokens; the server takes at most " +
-                                std::to_string(engine.limits().max_prompt));
-            } catch (const std::exception& e) {
-                return refuse(400, e.what());
-            }
-            // Everything the engine would refuse is refused here, before the first byte: a
-            // streamed request's error is then a 400 too, not a 200 and an error event.
-            if (const std::string why = engine.validate(*r); !why.empty()) return refuse(400, why);
-            const std::vector<std::string> stop = p.stop;
-            // best_of candidates, decoded together: candidate k samples with seed + k
-            // (decode/tts.h), each its own request to the engine and its own KV sequence.
-            std::vector<std::shared_ptr<tools::ServerRequest>> cands = {r};
-            for (int k = 1; k < p.best_of; ++k) {
-                auto c = std::make_shared<tools::ServerRequest>();
-                c->policy = r->policy;
-                c->opt = r->opt;
-                c->opt.seed = r->opt.seed + static_cast<uint64_t>(k);
-                c->prompt = r->prompt;
-                cands.push_back(c);
-            }
-            const std::string id = new_id(chat ? "chatcmpl-" : "cmpl-");
-            const auto created = std::chrono::duration_cast<std::chrono::seconds>(
-                                     std::chrono::system_clock::now().time_since_epoch())
-                                     .count();
-            auto chunk_of = [&, chat, id, created](int index, const std::string& delta,
-                                                   const char* finish) {
-                json choice = {{"index", index}};
-                if (chat) {
-                    choice["delta"] = delta.empty() ? json::object() : json{{"content", delta}};
-                } else {
-                    choice["text"] = delta;
-                }
-                choice["finish_reason"] = finish ? json(finish) : json(nullptr);
-                return json{{"id", id},
-                            {"object", chat ? "chat.completion.chunk" : "text_completion"},
-                            {"created", created},
-                            {"model", model_name},
-                            {"choices", {choice}}};
-            };
-            // All candidates queued or none: a partly queued request would hold sequences for
-            // an answer that cannot be given.
-            auto submit_all = [&] {
-                for (size_t k = 0; k < cands.size(); ++k) {
-                    if (engine.submit(cands[k])) continue;
-                    for (size_t j = 0; j < k; ++j) {
-                        engine.cancel(cands[j]);
-                        engine.wait(*cands[j]);
-                    }
-                    res.set_header("Retry-After", "1");
-                    send_error(res, 503, "the server's queue is full", "server_busy");
-                    ++rc->rejected;
-                    return false;
-                }
-                ++rc->accepted;
-                return true;
-            };
-            if (!p.stream) {
-                // A stop sequence ends a candidate's generation at the step that commits it.
-                if (!stop.empty()) {
-                    for (auto& c : cands) {
-                        c->on_step = [stop](const std::string& stable) {
-                            return tools::find_stop(stable, stop) == std::string::npos;
-                        };
-                    }
-                }
-                if (!submit_all()) return;
-                // Waited for in slices, looking between them whether the client has gone: a
-                // request whose client left is cancelled, its sequences freed for others.
-                const int sock = tools::connection_socket(req);
-                const auto deadline =
-                    std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-                bool late = false, gone = false;
-                for (auto& c : cands) {
-                    for (;;) {
-                        const double left = std::chrono::duration<double>(
-                                                deadline - std::chrono::steady_clock::now())
-                                                .count();
-                        if (engine.wait_for(*c, std::clamp(left, 0.0, 0.1))) break;
-                        if (left <= 0.1) {
-                            late = true;
-                            break;
-                        }
-                        if (sock >= 0 && tools::peer_gone(sock)) {
-                            gone = true;
-                            break;
-                        }
-                    }
-                    if (late || gone) break;
-                }
-                if (gone) {
-                    for (auto& c : cands) {
-                        engine.cancel(c);
-                        engine.wait(*c);
-                    }
-                    ++rc->cancelled;
-                    return;  // nobody to answer
-                }
-                if (late) {
-                    for (auto& c : cands) {
-                        engine.cancel(c);
-                        engine.wait(*c);
-                    }
-                    ++rc->timed_out;
-                    return send_error(res, 408,
-                                      "the request did not finish within the server's "
-                                      "--timeout",
-                                      "timeout_error");
-                }
-                for (auto& c : cands) {
-                    if (!c->error.empty()) {
-                        ++rc->failed;
-                        return send_error(res, 400, c->error);
-                    }
-                }
-                // The n choices: every candidate in seed order, or with best_of > n the best
-                // by 'select', chosen again among the rest for each further choice.
-                std::vector<int> order;
-                std::vector<int> rest(cands.size());
-                for (size_t k = 0; k < cands.size(); ++k)
-                    rest[k] = static_cast<int>(k);
-                while (static_cast<int>(order.size()) < p.n) {
-                    int pick = 0;
-                    if (p.best_of > p.n) {
-                        std::vector<std::string> answers;
-                        std::vector<double> conf;
-                        for (int k : rest) {
-                            answers.push_back(final_text(*cands[k], stop).text);
-                            conf.push_back(cands[k]->result.mean_confidence());
-                        }
-                        pick = p.select == "vote" ? decode::select_by_vote(answers, conf)
-                                                  : decode::select_by_confidence(conf);
-                    }
-                    order.push_back(rest[pick]);
-                    rest.erase(rest.begin() + pick);
-                }
-                json choices = json::array();
-                int64_t completion = 0, nfe = 0;
-                for (const auto& c : cands) {
-                    completion += final_text(*c, stop).tokens;
-                    nfe = std::max<int64_t>(nfe, c->result.stats.forwards);
-                }
-                for (size_t i = 0; i < order.size(); ++i) {
-                    const Final f = final_text(*cands[order[i]], stop);
-                    json choice = {{"index", i}, {"finish_reason", f.finish}};
-                    if (chat) {
-                        choice["message"] = {{"role", "assistant"}, {"content", f.text}};
-                    } else {
-                        choice["text"] = f.text;
-                    }
-                    if (p.logprobs >= 0) {
-                        choice["logprobs"] =
-                            logprobs_of(*cands[order[i]], f.tokens, chat, p.logprobs, *lm.tok);
-                    }
-                    // Which candidate (seed + candidate) the choice is, when several ran.
-                    if (cands.size() > 1) choice["candidate"] = order[i];
-                    choices.push_back(choice);
-                }
-                res.set_content(
-                    json{{"id", id},
-                         {"object", chat ? "chat.completion" : "text_completion"},
-                         {"created", created},
-                         {"model", model_name},
-                         {"choices", choices},
-                         {"usage",
-                          {{"prompt_tokens", r->prompt.size()},
-                           {"completion_tokens", completion},
-                           {"total_tokens", static_cast<int64_t>(r->prompt.size()) + completion}}},
-                         {"nfe", nfe}}
-                        .dump(-1, ' ', false, json::error_handler_t::replace),
-                    "application/json");
-                ++rc->completed;
-                request_tokens = completion;
-                return;
-            }
-            // Streaming (n choices, best_of = n): each step's newly committed prefix text of
-            // each candidate as a delta of its index.
-            struct Stream {
-                std::mutex mu;
-                std::condition_variable cv;
-                std::deque<std::string> events;
-                std::vector<std::string> sent;
-                bool finished = false;
-            };
-            auto st = std::make_shared<Stream>();
-            st->sent.resize(cands.size());
-            // With stop sequences, the last (longest - 1) bytes are held back until it is
-            // known that no stop sequence starts in them.
-            size_t hold = 0;
-            for (const auto& e : stop)
-                hold = std::max(hold, e.size() - 1);
-            for (size_t k = 0; k < cands.size(); ++k) {
-                const int index = static_cast<int>(k);
-                cands[k]->on_step = [st, chunk_of, stop, hold, index](const std::string& stable) {
-                    std::lock_guard<std::mutex> lock(st->mu);
-                    std::string& sent = st->sent[index];
-                    const size_t cut = tools::find_stop(stable, stop);
-                    size_t end = cut != std::string::npos ? cut
-                                 : stable.size() > hold   ? stable.size() - hold
-                                                          : 0;
-                    // Not inside a UTF-8 character.
-                    while (end > 0 && end < stable.size() &&
-                           (static_cast<unsigned char>(stable[end]) & 0xC0) == 0x80)
-                        --end;
-                    // Only text that extends what was sent: deltas are never taken back.
-                    if (end > sent.size() && stable.compare(0, sent.size(), sent) == 0) {
-                        st->events.push_back(sse_data(chunk_of(
-                            index, stable.substr(sent.size(), end - sent.size()), nullptr)));
-                        sent = stable.substr(0, end);
-                    }
-                    st->cv.notify_all();
-                    return cut == std::string::npos;
-                };
-                // Opt-in: each step's changed positions as named SSE events ("llada.step"),
-                // which OpenAI's clients skip (they read unnamed events); with several choices
-                // each event says whose it is ("index").
-                if (p.diffusion_events) {
-                    const bool several = cands.size() > 1;
-                    cands[k]->on_event = [st, index, several](const std::string& e) {
-                        std::lock_guard<std::mutex> lock(st->mu);
-                        const std::string data =
-                            several ? "{\"index\":" + std::to_string(index) + "," + e.substr(1) : e;
-                        st->events.push_back("event: llada.step\ndata: " + data + "\n\n");
-                        st->cv.notify_all();
-                    };
-                }
-            }
-            if (!submit_all()) return;
-            const bool include_usage = p.include_usage;
-            const int64_t prompt_tokens = static_cast<int64_t>(r->prompt.size());
-            const json usage_head = {{"id", id},
-                                     {"object", chat ? "chat.completion.chunk" : "text_completion"},
-                                     {"created", created},
-                                     {"model", model_name},
-                                     {"choices", json::array()}};
-            std::thread([&engine, cands, st, chunk_of, stop, include_usage, prompt_tokens,
-                         usage_head, rc, timeout_s] {
-                // --timeout covers a stream as it does any request: past it, the candidates
-                // are cancelled and the stream ends with a timeout error and [DONE].
-                const auto deadline =
-                    std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-                bool late = false;
-                for (const auto& c : cands) {
-                    const double left =
-                        std::chrono::duration<double>(deadline - std::chrono::steady_clock::now())
-                            .count();
-                    if (late || !engine.wait_for(*c, std::max(0.0, left))) late = true;
-                }
-                if (late) {
-                    for (const auto& c : cands) {
-                        engine.cancel(c);
-                        engine.wait(*c);
-                    }
-                    ++rc->timed_out;
-                    std::lock_guard<std::mutex> lock(st->mu);
-                    st->events.push_back(sse_data(json{
-                        {"error",
-                         {{"message", "the request did not finish within the server's --timeout"},
-                          {"type", "timeout_error"}}}}));
-                    st->events.push_back("data: [DONE]\n\n");
-                    st->finished = true;
-                    st->cv.notify_all();
-                    return;
-                }
-                std::lock_guard<std::mutex> lock(st->mu);
-                int64_t completion = 0;
-                bool cancelled = false, failed = false;
-                for (size_t k = 0; k < cands.size(); ++k) {
-                    const auto& c = *cands[k];
-                    const int index = static_cast<int>(k);
-                    if (!c.error.empty()) {
-                        (c.cancelled ? cancelled : failed) = true;
-                        st->events.push_back(sse_data(json{{"error", {{"message", c.error}}}}));
-                        continue;
-                    }
-                    const Final f = final_text(c, stop);
-                    completion += f.tokens;
-                    const std::string& sent = st->sent[k];
-                    if (f.text.size() > sent.size() && f.text.compare(0, sent.size(), sent) == 0) {
-                        st->events.push_back(
-                            sse_data(chunk_of(index, f.text.substr(sent.size()), nullptr)));
-                    }
-                    st->events.push_back(sse_data(chunk_of(index, "", f.finish)));
-                }
-                // stream_options.include_usage: OpenAI's last chunk, no choices, the usage.
-                if (include_usage) {
-                    json u = usage_head;
-                    u["usage"] = {{"prompt_tokens", prompt_tokens},
-                                  {"completion_tokens", completion},
-                                  {"total_tokens", prompt_tokens + completion}};
-                    st->events.push_back(sse_data(u));
-                }
-                st->events.push_back("data: [DONE]\n\n");
-                st->finished = true;
-                st->cv.notify_all();
-                ++(cancelled ? rc->cancelled : failed ? rc->failed : rc->completed);
-            }).detach();
-            res.set_header("Cache-Control", "no-cache");
-            // The stream is an open answer until its provider is let go (after [DONE] or the
-            // client's leaving): the drain waits for it.
-            auto stream_open = std::make_shared<OpenAnswer>(open_answers);
-            res.set_chunked_content_provider(
-                "text/event-stream",
-                [st, cands, &engine, stream_open](size_t, httplib::DataSink& sink) {
-                    // The events are taken under the stream's lock and written without it: the
-                    // engine thread takes that lock (holding its own) to add events, so a
-                    // cancel from here must not hold it.
-                    std::deque<std::string> out;
-                    bool finished = false;
-                    {
-                        std::unique_lock<std::mutex> lock(st->mu);
-                        st->cv.wait(lock, [&] { return !st->events.empty() || st->finished; });
-                        out.swap(st->events);
-                        finished = st->finished;
-                    }
-                    for (const std::string& e : out) {
-                        if (!sink.write(e.data(), e.size())) {
-                            for (const auto& c : cands)  // the client went away: free them
-                                engine.cancel(c);
-                            return false;
-                        }
-                    }
-                    if (finished) sink.done();
-                    return true;
-                });
-        };
-        post("/v1/completions", [&](const httplib::Request& q, const std::string& b,
-                                    httplib::Response& s) { handle(q, b, s, false); });
-        post("/v1/chat/completions", [&](const httplib::Request& q, const std::string& b,
-                                         httplib::Response& s) { handle(q, b, s, true); });
+        tools::install_routes(srv, ctx);
         if (web_dir.empty()) web_dir = LLADA_SOURCE_WEB_DIR;
         if (web_dir != "none") {
             if (!std::filesystem::is_regular_file(std::filesystem::path(web_dir) / "index.html"))
@@ -875,51 +182,16 @@ int main(int argc, char** argv) {
                             "' (give --web none to serve no page)");
             srv.set_mount_point("/", web_dir);
         }
-        // Debian's cpp-httplib is a compiled library that listens with a backlog of 5: more
-        // clients connecting at once have their connections dropped or retried a second later
-        // (seen as failed requests and 1 s outliers at 32 clients). The listening socket is
-        // caught as it is created and, once listening, given a backlog for every worker (Linux
-        // takes a second listen() as a new backlog; the kernel caps it at somaxconn).
-        int listen_fd = -1;
-        srv.set_socket_options([&listen_fd](socket_t sock) {
-            httplib::default_socket_options(sock);
-            listen_fd = sock;
-        });
-        int bound = port;
-        if (port == 0) {
-            bound = srv.bind_to_any_port(host);
-        } else if (!srv.bind_to_port(host, port)) {
-            throw Error("cannot listen on " + host + ":" + std::to_string(port));
-        }
-        if (bound < 0) throw Error("cannot listen on " + host);
-        if (listen_fd >= 0) ::listen(listen_fd, static_cast<int>(workers));
+        const int bound = bind_listener(srv, host, port, max_connections);
         std::fprintf(stderr,
                      "llada-server: %s on http://%s:%d (policy %s, %d parallel; KV cache %.2f MiB, "
                      "%.2f MiB per sequence of %d positions)\n",
-                     model_name.c_str(), host.c_str(), bound, dec.policy.c_str(), limits.parallel,
-                     engine.kv_bytes() / 1048576.0, engine.kv_bytes_per_sequence() / 1048576.0,
-                     engine.n_pos());
+                     ctx.model_name.c_str(), host.c_str(), bound, dec.policy.c_str(),
+                     limits.parallel, engine.kv_bytes() / 1048576.0,
+                     engine.kv_bytes_per_sequence() / 1048576.0, engine.n_pos());
         std::printf("listening %d\n", bound);
         std::fflush(stdout);
-        std::thread stopper([&] {
-            int sig = 0;
-            sigwait(&stop_signals, &sig);
-            draining = true;
-            std::fprintf(stderr, "llada-server: signal %d, draining %d open answers\n", sig,
-                         open_answers->load());
-            const auto until =
-                std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-            const timespec tick{0, 50 * 1000 * 1000};
-            while (*open_answers > 0 && std::chrono::steady_clock::now() < until) {
-                if (sigtimedwait(&stop_signals, nullptr, &tick) > 0) {
-                    std::fprintf(stderr, "llada-server: second signal, stopping now\n");
-                    break;
-                }
-            }
-            std::fprintf(stderr, "llada-server: stopping (%d open answers)\n",
-                         open_answers->load());
-            srv.stop();
-        });
+        std::thread stopper([&] { drain_on_signal(stop_signals, ctx, srv); });
         srv.listen_after_bind();
         if (stopper.joinable()) {
             pthread_kill(stopper.native_handle(), SIGTERM);  // if the server stopped by itself
