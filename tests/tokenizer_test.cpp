@@ -294,6 +294,17 @@ TEST(PreTokenizer, FamiliesDifferInDigitsAndPunctuation) {
     EXPECT_EQ(split("gpt-2", "I'LL"), (Pieces{"I", "'", "LL"}));
 }
 
+// Ling / Bailing's pre-type (LLaDA-MoE and LLaDA 2.x files name it bailingmoe, bailingmoe2 or
+// llada-moe): digits one by one and case-insensitive contractions, like Qwen2's.
+TEST(PreTokenizer, BailingSplitsDigitsSinglyAndContractionsAnyCase) {
+    for (const char* name : {"bailingmoe", "bailingmoe2", "llada-moe"}) {
+        SCOPED_TRACE(name);
+        EXPECT_EQ(split(name, "x 2024"), (Pieces{"x", " ", "2", "0", "2", "4"}));
+        EXPECT_EQ(split(name, "I'LL we've"), (Pieces{"I", "'LL", " we", "'ve"}));
+        EXPECT_EQ(split(name, "(hi)\n\n x"), (Pieces{"(hi", ")\n\n", " x"}));
+    }
+}
+
 TEST(PreTokenizer, DeepseekLlmSplitsLinesLettersAndTrailingSpace) {
     EXPECT_EQ(split("deepseek-llm", "ab\ncd  "), (Pieces{"ab", "\n", "cd", "  "}));
     EXPECT_EQ(split("deepseek-llm", "\xE4\xB8\xAD\xE6\x96\x87ok"),

@@ -49,6 +49,14 @@ constexpr std::string_view kQwen2Regexes[] = {
     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
 };
 constexpr PreTypeSpec kQwen2{"qwen2", kQwen2Regexes};
+// Ling / Bailing (LLaDA-MoE, LLaDA 2.x): Qwen2's split with the contractions written as one
+// case-insensitive group and a newline run ending at its last newline. (llama.cpp also turns
+// its clean-up of spaces off for these names; this decoder never cleans spaces.)
+constexpr std::string_view kBailingRegexes[] = {
+    "'(?i:[sdmt]|ll|ve|re)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
+    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]|\\s+(?!\\S)|\\s+",
+};
+constexpr PreTypeSpec kBailing{"bailingmoe", kBailingRegexes};
 
 // The deepseek classes list code points by number: an editor that normalises Unicode (NFC turns
 // U+212A KELVIN SIGN into 'K' and U+1F7D into U+03CE) would otherwise silently break the ranges.
@@ -138,6 +146,9 @@ constexpr PreTypeName kPreTypeNames[] = {
     {"megrez", &kQwen2},
     {"stablelm2", &kQwen2},
     {"hunyuan", &kQwen2},
+    {"bailingmoe", &kBailing},
+    {"bailingmoe2", &kBailing},
+    {"llada-moe", &kBailing},
     {"deepseek-llm", &kDeepseekLlm},
     {"deepseek-coder", &kDeepseekCoder},
     {"falcon", &kFalcon},
