@@ -59,6 +59,33 @@ Errors against_oracle(const std::string& set, int64_t block) {
 
 }  // namespace
 
+// The committed fixtures (tests/data/llada2, train/make_llada2_fixtures.py): the engine against
+// train/reference/llada2.py's float64 forward, so a clone without ../shared checks the forward
+// too. Its manifest records what plausible mistakes cost there (ignoring the selection bias
+// 0.042, the groups 0.041, the renormalisation 0.18, the shared expert 0.059, blocks of 8 for 4:
+// 0.43, of max|logit| 0.64); 1e-5 of max|logit| is allowed.
+TEST(Llada2Parity, MatchesThePyTorchReference) {
+    const fs::path dir = fs::path(LLADA_TEST_DATA) / "llada2";
+    const auto tokens = test::read_ids(dir / "tokens.txt");
+    ASSERT_FALSE(tokens.empty()) << dir << " is missing (train/make_llada2_fixtures.py)";
+    struct Case {
+        const char *model, *logits;
+        int64_t block;
+    };
+    for (const Case c : {Case{"llada2-tiny.gguf", "logits-block4.f32", 4},
+                         Case{"llada2-tiny.gguf", "logits-block32.f32", 0},
+                         Case{"bailingmoe2-tiny.gguf", "logits-causal.f32", 0}}) {
+        SCOPED_TRACE(c.logits);
+        auto m = model::Model::load((dir / c.model).string());
+        const auto want = test::read_f32(dir / c.logits);
+        ASSERT_EQ(want.size(), tokens.size() * m->hparams().n_vocab);
+        runtime::PlanOptions opt;
+        opt.attention_block = c.block;  // 0: the file's default, 32
+        const auto got = test::forward_all(*m, tokens, 2, opt);
+        EXPECT_LE(test::max_diff(got, want) / test::max_abs(want), 1e-5);
+    }
+}
+
 // F32: the goal is 1e-4 of max|logit|; only float32 summation order should differ from
 // llama.cpp: 1.24e-6 measured (the errors are printed and recorded), 1e-5 allowed. A missing
 // selection bias, a wrong group rule, an unnormalised weight or a skipped shared expert each
