@@ -7,8 +7,8 @@ For every shipped model (models/tiny-*.gguf):
   <name>.smoke.json   the Python reference decoder's per-problem results on
                       models/tasks/smoke-50.jsonl (vanilla: gen 32, steps 32, block 16, T 0;
                       the llama twin: greedy, gen 32), so llada-eval can be held to them; the
-                      long suite's models (tiny-*-l) on smoke-50-l.jsonl at gen 128, steps 128,
-                      block 32.
+                      long suite's models (tiny-*-l) on smoke-50-l.jsonl and the real suite's
+                      (tiny-*-r) on smoke-50-r.jsonl, at gen 128, steps 128, block 32.
 
     /usr/bin/python3 train/make_model_fixtures.py [NAME ...]   # default: every shipped model
 """
@@ -25,17 +25,22 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 import tasks  # noqa: E402
+import tasks_real  # noqa: E402
 import vocab  # noqa: E402
 from eval import run_ar, run_llada, score_outputs  # noqa: E402
 from model import load_gguf  # noqa: E402
 
 MODELS = ["tiny-llada-s", "tiny-llada-m", "tiny-ar-s", "tiny-ar-m", "tiny-llada-l", "tiny-ar-l",
-          "tiny-llada-lc"]
+          "tiny-llada-lc", "tiny-llada-r", "tiny-ar-r"]
 OUT = os.path.join(ROOT, "tests", "data", "models")
 
 
 def setting_of(name):
     """(smoke slice, setting): the long suite's models at their 128 tokens in blocks of 32."""
+    if name.endswith("-r"):  # the real suite (tasks_real.py), scored by its checkers
+        return (os.path.join(ROOT, "models", "tasks", "smoke-50-r.jsonl"),
+                {"gen": tasks_real.GEN_LENGTH_R, "steps": tasks_real.GEN_LENGTH_R,
+                 "block": tasks_real.BLOCK_LENGTH_R})
     if name.endswith("-l") or name.endswith("-lc"):
         return (os.path.join(ROOT, "models", "tasks", "smoke-50-l.jsonl"),
                 {"gen": tasks.GEN_LENGTH_L, "steps": tasks.GEN_LENGTH_L, "block": tasks.BLOCK_LENGTH_L})
