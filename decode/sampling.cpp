@@ -54,22 +54,6 @@ Candidate pick_candidate(const float* logits, int64_t n_vocab, double temperatur
                          const SampleFilter& filter) {
     Candidate c;
     int64_t best = -1;
-    if (temperature > 0.0 && filter.on()) {
-        thread_local std::vector<uint8_t> keep;
-        filter_tokens(logits, n_vocab, banned, filter, keep);
-        double best_val = 0.0;
-        for (int64_t v = 0; v < n_vocab; ++v) {
-            if (!keep[static_cast<size_t>(v)]) continue;
-            const double g = std::pow(-std::log(noise.at(noise_offset + v)), temperature);
-            const double val = std::exp(static_cast<double>(logits[v])) / g;
-            if (best < 0 || val > best_val) {
-                best = v;
-                best_val = val;
-            }
-        }
-        c.token = static_cast<int32_t>(best);
-        return c;
-    }
     if (temperature == 0.0) {
         for (int64_t v = 0; v < n_vocab; ++v) {
             if (v != banned && (best < 0 || logits[v] > logits[best])) best = v;
@@ -77,9 +61,12 @@ Candidate pick_candidate(const float* logits, int64_t n_vocab, double temperatur
         c.token = static_cast<int32_t>(best);
         return c;
     }
+    // The filter's tokens (banned excluded), or every token but the banned one.
+    thread_local std::vector<uint8_t> keep;
+    if (filter.on()) filter_tokens(logits, n_vocab, banned, filter, keep);
     double best_val = 0.0;
     for (int64_t v = 0; v < n_vocab; ++v) {
-        if (v == banned) continue;
+        if (filter.on() ? !keep[static_cast<size_t>(v)] : v == banned) continue;
         const double g = std::pow(-std::log(noise.at(noise_offset + v)), temperature);
         const double val = std::exp(static_cast<double>(logits[v])) / g;
         if (best < 0 || val > best_val) {
@@ -91,27 +78,37 @@ Candidate pick_candidate(const float* logits, int64_t n_vocab, double temperatur
     return c;
 }
 
-double log_softmax_at(const float* logits, int64_t n_vocab, int32_t token) {
+namespace {
+
+// The row's maximum (float) and sum of exp(logit - max) (double): softmax's normaliser.
+struct Normaliser {
+    float max;
+    double sum;
+};
+Normaliser normaliser(const float* logits, int64_t n_vocab) {
     float mx = logits[0];
     for (int64_t v = 1; v < n_vocab; ++v)
         mx = std::max(mx, logits[v]);
     double sum = 0.0;
     for (int64_t v = 0; v < n_vocab; ++v)
         sum += std::exp(static_cast<double>(logits[v] - mx));
-    return static_cast<double>(logits[token] - mx) - std::log(sum);
+    return {mx, sum};
+}
+
+}  // namespace
+
+double log_softmax_at(const float* logits, int64_t n_vocab, int32_t token) {
+    const Normaliser z = normaliser(logits, n_vocab);
+    return static_cast<double>(logits[token] - z.max) - std::log(z.sum);
 }
 
 void top_logprobs(const float* logits, int64_t n_vocab, int n,
                   std::vector<GenerateResult::TokenLogprob>& out) {
     out.clear();
     if (n <= 0 || n_vocab <= 0) return;
-    float mx = logits[0];
-    for (int64_t v = 1; v < n_vocab; ++v)
-        mx = std::max(mx, logits[v]);
-    double sum = 0.0;
-    for (int64_t v = 0; v < n_vocab; ++v)
-        sum += std::exp(static_cast<double>(logits[v] - mx));
-    const double log_z = std::log(sum);
+    const Normaliser z = normaliser(logits, n_vocab);
+    const float mx = z.max;
+    const double log_z = std::log(z.sum);
     // A heap of the n best so far whose front is the worst of them: better is (logit, then
     // the lower index).
     const auto better = [&](int32_t a, int32_t b) {
@@ -136,13 +133,8 @@ void top_logprobs(const float* logits, int64_t n_vocab, int n,
 }
 
 float softmax_prob(const float* logits, int64_t n_vocab, int32_t token) {
-    float mx = logits[0];
-    for (int64_t v = 1; v < n_vocab; ++v)
-        mx = std::max(mx, logits[v]);
-    double sum = 0.0;
-    for (int64_t v = 0; v < n_vocab; ++v)
-        sum += std::exp(static_cast<double>(logits[v] - mx));
-    return static_cast<float>(std::exp(static_cast<double>(logits[token] - mx)) / sum);
+    const Normaliser z = normaliser(logits, n_vocab);
+    return static_cast<float>(std::exp(static_cast<double>(logits[token] - z.max)) / z.sum);
 }
 
 void select_top_k(const std::vector<Candidate>& cand, int k, std::vector<int>& out) {

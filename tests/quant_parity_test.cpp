@@ -28,22 +28,8 @@ fs::path quant_sets() {
     return fs::path(LLADA_SHARED_FIXTURES) / "llamacpp-quants";
 }
 
-std::vector<int32_t> read_ids(const fs::path& p) {
-    std::ifstream f(p);
-    std::vector<int32_t> ids;
-    int32_t x;
-    while (f >> x)
-        ids.push_back(x);
-    return ids;
-}
-
-std::vector<float> read_f32(const fs::path& p) {
-    std::ifstream f(p, std::ios::binary);
-    std::vector<char> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    std::vector<float> v(bytes.size() / 4);
-    std::memcpy(v.data(), bytes.data(), v.size() * 4);
-    return v;
-}
+using test::read_f32;
+using test::read_ids;
 
 // The llama-quantize type of every set (the folder name), so that a set missing from the
 // fixtures fails instead of passing unnoticed.
