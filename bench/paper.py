@@ -25,13 +25,21 @@ TASKS = os.path.join(ROOT, "models", "tasks", "mix-1000.jsonl")
 TINY_LLADA = os.path.join(ROOT, "models", "tiny-llada-m.gguf")
 TINY_AR = os.path.join(ROOT, "models", "tiny-ar-m.gguf")
 # The seed's regime: 128-token answers in blocks of 32, the shape of every 128-token row.
-# tiny-llada-lc's decisions on the long suite are what the 8B rows replay: tiny-llada-l
-# fine-tuned so that its K/V refresh rows judge the tokens they are fed (row 9's self-checks;
-# train/finetune_check.py), as good as tiny-llada-l or better on every policy here
-# (models/README.md).
-TASKS_L = os.path.join(ROOT, "models", "tasks", "mix-1000-l.jsonl")
-TRACE_MODEL = os.path.join(ROOT, "models", "tiny-llada-lc.gguf")
-TINY_AR_L = os.path.join(ROOT, "models", "tiny-ar-l.gguf")
+# The realistic regime (the default of every 128-token row): tiny-llada-r's decisions on the
+# real suite (train/tasks_real.py: answers with many valid forms, scored by checkers), where
+# threshold 0.9 commits ~3 tokens per forward as LLaDA-8B does on GSM8K (docs/results.md
+# compares them).
+TASKS_L = os.path.join(ROOT, "models", "tasks", "mix-1000-r.jsonl")
+TRACE_MODEL = os.path.join(ROOT, "models", "tiny-llada-r.gguf")
+TINY_AR_L = os.path.join(ROOT, "models", "tiny-ar-r.gguf")
+# The easy regime, kept in a labelled section of its own: tiny-llada-lc on the long suite
+# (ladd, lsub: every token determined by the prompt), which finishes a 32-token block in about
+# one forward at threshold 0.9 (~30 tokens per forward).
+EASY_TASKS = os.path.join(ROOT, "models", "tasks", "mix-1000-l.jsonl")
+EASY_MODEL = os.path.join(ROOT, "models", "tiny-llada-lc.gguf")
+# The sensitivity table: the realistic traces resampled to these tokens per forward
+# (bench/resample_traces.py; labelled a what-if).
+SENSITIVITY_RATES = [2, 3, 5]
 # The replayed 8B rows' weights: llama-quantize's Q4_K_M mix, the file users download.
 WEIGHTS_8B = "Q4_K_M"
 
@@ -52,6 +60,7 @@ FULL = {
     "host_reps": 1,
     "host_sample": 4,
     "tts_n": [1, 4, 8],
+    "sensitivity": True,
 }
 QUICK = dict(FULL, **{
     "name": "quick",
@@ -114,7 +123,7 @@ class Runner:
         return path
 
 
-def traces(r, s):
+def traces(r, s, model=None, tasks=None, prefix=""):
     """The trace model's decision traces (128 tokens in blocks of 32, every block decoded) that
     the replayed rows take, and their quality numbers: mbsd on the schedule, need and mbsd with
     threshold 0.9 (mbsd accepting drafts at 0.7), mbsd with threshold 0.9 and self-checks (the
@@ -138,15 +147,28 @@ def traces(r, s):
         "pipeline": ["--policy", "pipeline", "--threshold", "0.9", "--pipeline-verify", "window"],
     }
     for name, flags in specs.items():
-        path = os.path.join(r.out, f"trace-{name}.jsonl")
+        path = os.path.join(r.out, f"trace-{prefix}{name}.jsonl")
         out[name] = path
-        results[name] = r.run("traces", ["llada-eval", "-m", TRACE_MODEL, "--tasks", TASKS_L,
+        results[name] = r.run(prefix + "traces", ["llada-eval", "-m", model or TRACE_MODEL,
+                                                  "--tasks", tasks or TASKS_L,
                                          "--limit", s["trace_problems"], "--gen", 128, "--block", 32,
                                          "--no-early-stop", "-t", 1, "--parallel", r.threads,
                                          "--json", "--trace-out", path] + flags)
         if r.resume and not os.path.exists(path):
             raise SystemExit(f"paper.py: --resume found the result but not the trace {path}")
     return out, results
+
+
+def trace_tpf(path):
+    """Tokens per forward of a trace file: generated tokens over steps, all traces together."""
+    tokens = steps = 0
+    with open(path) as fh:
+        for line in fh:
+            if line.strip():
+                t = json.loads(line)
+                tokens += t["gen"]
+                steps += len(t["steps"])
+    return tokens / steps if steps else 0.0
 
 
 def replay_flags(tr, sample):
@@ -184,12 +206,28 @@ def main():
 
     tr, res["traces"] = traces(r, s)
     res["trace_model"] = os.path.basename(TRACE_MODEL)[:-len(".gguf")]
+    res["trace_tasks"] = os.path.basename(TASKS_L)
+    res["trace_tpf"] = {k: trace_tpf(p) for k, p in tr.items()}
 
     # 1. The ablation (projected; rows 6-9 and p replayed), prompt 80, 128 tokens in blocks of 32.
     res["ablation"] = r.run("ablation", [
         "llada-bench", "-m", m8, "--ablation", "--ablation-configs", "123456789p", "--no-sensitivity",
         "--timing-only", "--prompt-len", 80, "--gen", 128, "--block", 32, "-t", threads, "--json"]
         + replay_flags(tr, s["replay_sample"]))["ablation"]
+
+    # 1b. The easy regime (labelled apart in the report): tiny-llada-lc's decisions on the long
+    # suite, the same rows.
+    etr, easy_traces = traces(r, s, EASY_MODEL, EASY_TASKS, "easy-")
+    res["easy"] = {
+        "trace_model": os.path.basename(EASY_MODEL)[:-len(".gguf")],
+        "trace_tasks": os.path.basename(EASY_TASKS),
+        "traces": easy_traces,
+        "trace_tpf": {k: trace_tpf(p) for k, p in etr.items()},
+        "ablation": r.run("easy-ablation", [
+            "llada-bench", "-m", m8, "--ablation", "--ablation-configs", "6789p",
+            "--no-sensitivity", "--timing-only", "--prompt-len", 80, "--gen", 128, "--block", 32,
+            "-t", threads, "--json"] + replay_flags(etr, s["replay_sample"]))["ablation"],
+    }
 
     # 2. Latency against output length, projected on sm8750: the dLLM's rows 8 (mbsd +
     # threshold) and 9 (+ progressive revision) against the AR model on the NPU and on the
@@ -207,6 +245,30 @@ def main():
                 "llada-bench", "-m", a8, "--e2e", "--policies", "ar", "--prompt-len", 80, "--gen", n,
                 "--reps", 1, "--timing-only", "-t", threads, "--json"] + dev)["e2e"][0]
         res["length"].append(row)
+
+    # 2b. Sensitivity (a what-if, labelled): rows 7-9 and the dLLM at 128 tokens re-timed on the
+    # realistic traces resampled to other rates of tokens per forward (the pipeline's traces
+    # are not resampled: bench/resample_traces.py).
+    res["sensitivity"] = {}
+    for rate in SENSITIVITY_RATES if s.get("sensitivity") else []:
+        rtr = dict(tr)
+        for k in ("need", "mbsd", "mbsd-sc"):
+            rtr[k] = os.path.join(r.out, f"trace-{k}-at-{rate}.jsonl")
+            subprocess.run([sys.executable, os.path.join(ROOT, "bench", "resample_traces.py"),
+                            tr[k], rtr[k], str(rate)], check=True, stdout=subprocess.DEVNULL)
+            r.commands.setdefault("sensitivity", []).append(
+                f"python3 bench/resample_traces.py {os.path.relpath(tr[k], ROOT)} "
+                f"{os.path.relpath(rtr[k], ROOT)} {rate}")
+        flags = ["--replay", tr["mbsd-sched"], "--replay-need", rtr["need"],
+                 "--replay-threshold", rtr["mbsd"], "--replay-revise", rtr["mbsd-sc"],
+                 "--replay-sample", s["replay_sample"]]
+        res["sensitivity"][str(rate)] = {
+            "trace_tpf": {k: trace_tpf(rtr[k]) for k in ("need", "mbsd", "mbsd-sc")},
+            "ablation": r.run("sensitivity", [
+                "llada-bench", "-m", m8, "--ablation", "--ablation-configs", "789",
+                "--no-sensitivity", "--timing-only", "--prompt-len", 80, "--gen", 128,
+                "--block", 32, "-t", threads, "--json"] + flags)["ablation"]["rows"],
+        }
 
     # 3. The same comparison measured on this machine's CPU at the 1B shape: replayed dLLM
     # decisions (mbsd + threshold 0.9), real arithmetic.
