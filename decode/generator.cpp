@@ -56,9 +56,9 @@ namespace llada::decode {
 
 namespace {
 
-void check_revise_options(const std::string& name, const GenerateOptions& opt) {
+void check_revise_options(const PolicyInfo& p, const GenerateOptions& opt) {
     const ReviseOptions& r = opt.revise;
-    if (name == "vanilla") {
+    if (!p.takes_option(Takes::CommitRule)) {
         throw Error(
             "--revise needs a policy of the step engine that commits early (threshold, "
             "prefix-cache, dual-cache, need, mbsd); vanilla is LLaDA's reference schedule");
@@ -111,7 +111,9 @@ void check_self_check_options(const DiffusionConfig& c, const GenerateOptions& o
 
 }  // namespace
 
-DiffusionConfig configure_diffusion(const std::string& name, const GenerateOptions& opt) {
+DiffusionConfig configure_diffusion(const PolicyInfo& p, const GenerateOptions& opt) {
+    if (!p.diffusion())
+        throw Error(std::string("internal: ") + p.name + " is not a diffusion policy");
     DiffusionConfig c;
     if (opt.threshold != 0.0 && opt.factor != 0.0) {
         throw Error("--threshold and --factor are two commit rules; give only one");
@@ -126,27 +128,23 @@ DiffusionConfig configure_diffusion(const std::string& name, const GenerateOptio
     const CommitRule parallel = opt.factor > 0.0 ? CommitRule::Factor : CommitRule::Threshold;
     const bool rule_given = opt.threshold > 0.0 || opt.factor > 0.0;
     const CommitRule rule = rule_given ? parallel : CommitRule::Schedule;
-    if (name == "vanilla") {
+    if (!p.takes_option(Takes::CommitRule)) {
+        // LLaDA's reference schedule (vanilla): every scheduled step runs.
         if (rule_given) {
             throw Error(
                 "policy vanilla is LLaDA's reference schedule; for parallel commits use "
                 "--policy threshold (or a cache policy with --threshold/--factor)");
         }
-    } else if (name == "threshold") {
-        c = {"threshold", WindowMode::Full, parallel, false, true, false};
-    } else if (name == "prefix-cache") {
-        c = {"prefix-cache", WindowMode::Prefix, rule, false, true, false};
-    } else if (name == "dual-cache") {
-        c = {"dual-cache", WindowMode::Dual, rule, false, true, false};
-    } else if (name == "need") {
-        c = {"need", WindowMode::Need, rule, false, true, false};
-    } else if (name == "mbsd") {
-        c = {"mbsd", WindowMode::Need, rule, false, true, true};
-    } else if (name == "pipeline") {
-        c = {"pipeline", WindowMode::Need, parallel, false, true, false, true};
     } else {
-        throw Error("internal: unknown diffusion policy " + name);
+        c.name = p.name;
+        c.window = p.window;
+        c.rule = p.parallel_only ? parallel : rule;
+        c.exact_reference = false;
+        c.early_stop = true;
+        c.speculate = p.speculate;
+        c.pipeline = p.pipeline;
     }
+    const std::string name = p.name;
     if (opt.refresh > 0 && c.window != WindowMode::Prefix && c.window != WindowMode::Dual) {
         throw Error("--refresh applies to the cache policies (prefix-cache, dual-cache), not " +
                     name);
@@ -186,7 +184,7 @@ DiffusionConfig configure_diffusion(const std::string& name, const GenerateOptio
         }
     }
     if (opt.early_stop >= 0) c.early_stop = opt.early_stop != 0;
-    if (opt.revise.on) check_revise_options(name, opt);
+    if (opt.revise.on) check_revise_options(p, opt);
     if (opt.self_check.on) check_self_check_options(c, opt);
     return c;
 }

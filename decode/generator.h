@@ -14,6 +14,7 @@
 #include "decode/noise.h"
 #include "decode/pipeline.h"
 #include "decode/policy.h"
+#include "decode/registry.h"
 #include "decode/revision.h"
 #include "decode/sampling.h"
 #include "decode/speculation.h"
@@ -21,14 +22,6 @@
 #include "kernels/kernels.h"
 
 namespace llada::decode {
-
-// Which rows a step computes (docs/step-engine.md).
-enum class WindowMode {
-    Full,    // the whole canvas every step (vanilla, threshold)
-    Prefix,  // full refresh at each block start, then block + suffix (Fast-dLLM prefix cache)
-    Dual,    // full refresh at each block start, then the block (Fast-dLLM dual cache)
-    Need,    // windows of need: the block's masked rows, the rows whose K/V is stale, lookahead
-};
 
 // What a policy name and its options mean for the step engine.
 struct DiffusionConfig {
@@ -41,7 +34,11 @@ struct DiffusionConfig {
     bool pipeline = false;   // pipeline: the next block decodes beside the current one
 };
 // Throws llada::Error for impossible combinations, naming them.
-DiffusionConfig configure_diffusion(const std::string& name, const GenerateOptions& opt);
+DiffusionConfig configure_diffusion(const PolicyInfo& policy, const GenerateOptions& opt);
+// The same by the policy's name (a diffusion policy of decode/registry.h).
+inline DiffusionConfig configure_diffusion(std::string_view name, const GenerateOptions& opt) {
+    return configure_diffusion(policy_info(name), opt);
+}
 // Window rows a step may ask for per canvas position and sequence: 2 when drafts are fed as
 // tokens (a writer row and a shadow row), else 1. Sessions are sized with it.
 int rows_per_position(const DiffusionConfig& cfg, const GenerateOptions& opt);

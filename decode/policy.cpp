@@ -1,6 +1,8 @@
 // The policy registry and helpers shared by all policies.
 #include "decode/policy.h"
 
+#include "decode/registry.h"
+
 #include "util/error.h"
 
 namespace llada::decode {
@@ -64,19 +66,17 @@ std::vector<int32_t> GenerateResult::answer(const TokenIds& ids) const {
 }
 
 std::vector<std::string> policy_names() {
-    return {"vanilla", "prefix-cache", "dual-cache", "threshold", "need",
-            "mbsd",    "pipeline",     "ar",         "dream"};
+    std::vector<std::string> names;
+    for (const PolicyInfo& p : policies())
+        names.emplace_back(p.name);
+    return names;
 }
 
 std::unique_ptr<Policy> make_policy(const std::string& name, const model::Model& model,
                                     runtime::Device& device, const GenerateOptions& options,
                                     const TokenIds& ids) {
-    std::string known;
-    for (const auto& n : policy_names()) {
-        if (n == name) return make_stepper_policy(name, model, device, options, ids);
-        known += (known.empty() ? "" : ", ") + n;
-    }
-    throw Error("unknown policy '" + name + "' (available: " + known + ")");
+    policy_info(name);  // an unknown name is refused, naming the available ones
+    return make_stepper_policy(name, model, device, options, ids);
 }
 
 void num_transfer_tokens(int masked, int steps, std::vector<int>& out) {

@@ -5,36 +5,27 @@
 #include <algorithm>
 #include <chrono>
 
-#include "decode/autoregressive.h"
-#include "decode/dream.h"
 #include "decode/generator.h"
 #include "decode/lookahead.h"
 #include "decode/policy.h"
+#include "decode/registry.h"
 #include "decode/scheduler.h"
 #include "util/error.h"
 
 namespace llada::decode {
 bool is_diffusion(const std::string& policy) {
-    return policy != "ar" && policy != "dream";
+    return policy_info(policy).diffusion();
 }
 
 namespace {
-
-// A policy's checks of the model and options, before any prompt is seen.
-void check_policy(const std::string& name, const model::Model& model, const GenerateOptions& opt,
-                  const TokenIds& ids) {
-    if (name == "ar") return check_autoregressive(model, opt);
-    if (name == "dream") return check_dream_options(model, opt, ids);
-    configure_diffusion(name, opt);
-    validate_common_options(opt, ids, model);
-}
 
 class StepperPolicy : public Policy {
   public:
     StepperPolicy(const std::string& name, const model::Model& model, runtime::Device& device,
                   const GenerateOptions& opt, const TokenIds& ids)
         : name_(name), model_(model), device_(device), opt_(opt), ids_(ids) {
-        check_policy(name_, model, opt, ids);
+        const PolicyInfo& p = policy_info(name_);
+        p.check(p, model, opt, ids);
     }
 
     const char* name() const override { return name_.c_str(); }
@@ -89,12 +80,12 @@ int sequences_per_generation(const GenerateOptions& opt) {
 
 SessionShape session_shape(const std::string& policy, const GenerateOptions& opt, int prompt_len,
                            int canvas_len, int n) {
-    if (is_diffusion(policy))
-        return session_shape(configure_diffusion(policy, opt), opt, canvas_len, n);
+    const PolicyInfo& p = policy_info(policy);
+    if (p.diffusion()) return session_shape(configure_diffusion(p, opt), opt, canvas_len, n);
     SessionShape s;
     s.n_seq = n;
     s.n_pos = canvas_len;
-    if (policy == "ar") {
+    if (p.family == PolicyFamily::Autoregressive) {
         // The prompt's prefill (computed once for candidates of one prompt), then one row per
         // live generation.
         s.rows = std::max(prompt_len, n);
@@ -122,16 +113,15 @@ runtime::KvCache session_cache(const model::Model& model, const SessionShape& sh
 }
 
 bool needs_lookahead_cost(const std::string& policy, const GenerateOptions& opt) {
-    return is_diffusion(policy) && configure_diffusion(policy, opt).speculate && opt.lookahead < 0;
+    const PolicyInfo& p = policy_info(policy);
+    return p.diffusion() && configure_diffusion(p, opt).speculate && opt.lookahead < 0;
 }
 
 std::unique_ptr<Stepper> make_stepper(const std::string& policy, const model::Model& model,
                                       const GenerateOptions& opt, const TokenIds& ids,
                                       std::span<const int32_t> prompt, const ForwardCost* cost) {
-    if (policy == "ar") return make_ar_stepper(model, opt, ids, prompt);
-    if (policy == "dream") return make_dream_stepper(model, opt, ids, prompt);
-    return std::make_unique<Generator>(model, opt, ids, configure_diffusion(policy, opt), prompt,
-                                       cost);
+    const PolicyInfo& p = policy_info(policy);
+    return p.make(p, model, opt, ids, prompt, cost);
 }
 
 std::unique_ptr<Policy> make_stepper_policy(const std::string& name, const model::Model& model,

@@ -68,10 +68,10 @@ int auto_candidates(const std::string& policy, const model::Model& model, runtim
     // The rows one candidate's typical step computes: a token (ar), the canvas (dream and the
     // full-window policies), or a block.
     int64_t r = L;
-    if (policy == "ar") {
+    const PolicyInfo& p = policy_info(policy);
+    if (p.family == PolicyFamily::Autoregressive) {
         r = 1;
-    } else if (is_diffusion(policy) &&
-               configure_diffusion(policy, opt).window != WindowMode::Full) {
+    } else if (p.diffusion() && configure_diffusion(p, opt).window != WindowMode::Full) {
         r = opt.block;
     }
     SessionShape shape = session_shape(policy, opt, prompt_len, L, max_n);

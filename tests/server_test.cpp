@@ -614,7 +614,7 @@ TEST(Server, BadRequestsAreNamedAndAFullServerSays503) {
     EXPECT_NE(err(R"({"prompt": "x", "max_tokens": 1.5})").find("'max_tokens' must be an integer"),
               std::string::npos);
     EXPECT_NE(err(R"({"prompt": "x", "policy": "need", "lookahead": 4})")
-                  .find("'lookahead' applies to policy 'mbsd' only"),
+                  .find("'lookahead' applies to policy mbsd, not need"),
               std::string::npos);
     const std::string nope = err(R"({"prompt": "x", "policy": "nope"})");
     EXPECT_NE(nope.find("'policy' 'nope' is not one of"), std::string::npos) << nope;
@@ -635,12 +635,16 @@ TEST(Server, BadRequestsAreNamedAndAFullServerSays503) {
     EXPECT_NE(err(R"({"prompt": "x", "policy": "vanilla", "revise": true})")
                   .find("'revise' needs a policy that commits early"),
               std::string::npos);
-    EXPECT_NE(err(R"({"prompt": "x", "policy": "dream", "threshold": 0.5})")
-                  .find("'threshold' applies to the LLaDA policies, not 'dream'"),
-              std::string::npos);
-    EXPECT_NE(err(R"({"prompt": "x", "policy": "ar", "steps": 4})")
-                  .find("'steps' does not apply to policy 'ar'"),
-              std::string::npos);
+    EXPECT_NE(
+        err(R"({"prompt": "x", "policy": "dream", "threshold": 0.5})")
+            .find("'threshold' applies to the policies prefix-cache, dual-cache, threshold, need, "
+                  "mbsd, pipeline, not dream"),
+        std::string::npos);
+    EXPECT_NE(
+        err(R"({"prompt": "x", "policy": "ar", "steps": 4})")
+            .find("'steps' applies to the policies vanilla, prefix-cache, dual-cache, need, mbsd, "
+                  "dream, not ar"),
+        std::string::npos);
     // The model decides what ar can run: this server's is bidirectional.
     EXPECT_NE(err(R"({"prompt": "x", "policy": "ar"})").find("policy 'ar' needs an autoregressive"),
               std::string::npos);

@@ -330,6 +330,34 @@ TEST(LladaCli, AnOptionGivenTwiceIsAnError) {
     EXPECT_NE(r.err.find("option --threads is given twice"), std::string::npos) << r.err;
 }
 
+// The autoregressive baseline takes no blocks, steps, commit rule or revision: each is refused
+// (it used to be ignored) in the registry's words, which the server's request parser shares.
+TEST(LladaCli, ArRefusesTheDiffusionOptions) {
+    const std::string ar = (fs::path(LLADA_SOURCE_DIR) / "models" / "tiny-ar-s.gguf").string();
+    const std::pair<const char*, const char*> cases[] = {
+        {"--block 8",
+         "--block applies to the policies vanilla, prefix-cache, dual-cache, "
+         "threshold, need, mbsd, pipeline, not ar"},
+        {"--steps 8",
+         "--steps applies to the policies vanilla, prefix-cache, dual-cache, need, "
+         "mbsd, dream, not ar"},
+        {"--threshold 0.9",
+         "--threshold applies to the policies prefix-cache, dual-cache, "
+         "threshold, need, mbsd, pipeline, not ar"},
+        {"--revise",
+         "--revise applies to the policies prefix-cache, dual-cache, threshold, need, "
+         "mbsd, not ar"},
+        {"--lookahead 4", "--lookahead applies to --policy mbsd, not ar"},
+    };
+    for (const auto& [flags, want] : cases) {
+        Result r = run(bin("llada-cli") + " -m " + ar + " -p x --gen 8 " + flags);
+        EXPECT_EQ(r.status, 1) << flags;
+        EXPECT_NE(r.err.find(want), std::string::npos) << flags << ": " << r.err;
+    }
+    // The same model and prompt without them decodes.
+    EXPECT_EQ(run(bin("llada-cli") + " -m " + ar + " -p x --gen 8").status, 0);
+}
+
 // Dream's sampler from the command line: its flags only with it, no blocks.
 TEST(LladaCli, DreamPolicyRunsAndItsFlagsBelongToIt) {
     Result r = run(bin("llada-cli") + " -m " + fixture_model() +
@@ -343,7 +371,10 @@ TEST(LladaCli, DreamPolicyRunsAndItsFlagsBelongToIt) {
         << r.err;
     r = run(bin("llada-cli") + " -m " + fixture_model() + " -p x --gen 8 --policy dream --block 4");
     EXPECT_EQ(r.status, 1);
-    EXPECT_NE(r.err.find("--block does not apply to --policy dream"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("--block applies to the policies vanilla, prefix-cache, dual-cache, "
+                         "threshold, need, mbsd, pipeline, not dream"),
+              std::string::npos)
+        << r.err;
 }
 
 TEST(LladaCli, HelpListsTheFlags) {

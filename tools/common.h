@@ -64,6 +64,10 @@ struct DecodeFlags {
     std::string select = "vote";  // vote | confidence
     // The default --help names for --policy (llada-server's differs from the CLI's).
     std::string policy_default_help = "vanilla, or ar for an autoregressive model";
+    // llada-server: the flags are the defaults of requests that may name any policy, so an
+    // option the default policy does not take is not refused at startup (each request's
+    // fields are, by the request parser).
+    bool defaults_for_any_policy = false;
     void add_to(ArgTable& args);
     // Applies the GGUF's recommended defaults (llada_cpp.gen_length, .block_length, .steps) for
     // the flags the user did not give, then checks the remaining relations.

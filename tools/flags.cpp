@@ -11,6 +11,7 @@
 #include <random>
 #include <sstream>
 
+#include "decode/registry.h"
 #include "kernels/kernels.h"
 #include "tokenizer/chat.h"
 #include "util/error.h"
@@ -219,6 +220,36 @@ void DecodeFlags::add_to(ArgTable& args) {
               &full_logits);
 }
 
+namespace {
+
+// The flags of each option group of decode/registry.h.
+constexpr std::pair<const char*, decode::Takes> kOptionGroups[] = {
+    {"--block", decode::Takes::Blocks},
+    {"--steps", decode::Takes::Steps},
+    {"--threshold", decode::Takes::CommitRule},
+    {"--factor", decode::Takes::CommitRule},
+    {"--refresh", decode::Takes::Refresh},
+    {"--revise", decode::Takes::Revise},
+    {"--self-check", decode::Takes::SelfCheck},
+    {"--lookahead", decode::Takes::Lookahead},
+    {"--lookahead-mem", decode::Takes::Lookahead},
+    {"--accept", decode::Takes::Lookahead},
+    {"--draft-input", decode::Takes::Lookahead},
+    {"--calibrate", decode::Takes::Lookahead},
+    {"--pipeline-start", decode::Takes::Pipeline},
+    {"--pipeline-threshold", decode::Takes::Pipeline},
+    {"--pipeline-min", decode::Takes::Pipeline},
+    {"--pipeline-accept", decode::Takes::Pipeline},
+    {"--pipeline-depth", decode::Takes::Pipeline},
+    {"--pipeline-verify", decode::Takes::Pipeline},
+    {"--dream-alg", decode::Takes::DreamSampler},
+    {"--alg-temp", decode::Takes::DreamSampler},
+    {"--eps", decode::Takes::DreamSampler},
+    {"--top-p", decode::Takes::DreamSampler},
+};
+
+}  // namespace
+
 void DecodeFlags::finish(const ArgTable& args, const model::Model& model) {
     const auto& g = model.gguf();
     // A causal model is decoded token by token unless the user asks otherwise.
@@ -249,8 +280,21 @@ void DecodeFlags::finish(const ArgTable& args, const model::Model& model) {
     }
     if (args.given("--factor") && opt.factor == 0.0)
         throw Error("--factor 0 is not a factor: give F > 0, or leave it out");
-    if (args.given("--steps") && (opt.threshold > 0.0 || opt.factor > 0.0 ||
-                                  policy == "threshold" || policy == "pipeline")) {
+    const decode::PolicyInfo& info = decode::policy_info(policy);
+    // An option of a group the policy does not take is refused with the registry's words (the
+    // server's request parser says the same); the diffusion policies' commit rule, steps,
+    // revision and self-checks are refused by the step engine's own checks, which say why.
+    for (const auto& [flag, group] : kOptionGroups) {
+        const bool engine_says_why =
+            info.diffusion() &&
+            (group == decode::Takes::CommitRule || group == decode::Takes::Steps ||
+             group == decode::Takes::Revise || group == decode::Takes::SelfCheck ||
+             group == decode::Takes::Refresh);
+        if (args.given(flag) && !info.takes_option(group) && !engine_says_why &&
+            !defaults_for_any_policy)
+            throw Error(decode::not_taken(flag, group, info));
+    }
+    if (args.given("--steps") && (opt.threshold > 0.0 || opt.factor > 0.0 || info.parallel_only)) {
         throw Error(
             "--steps applies to the step schedule; with a parallel commit rule "
             "(--threshold, --factor, --policy threshold or pipeline) a block takes as many steps "
@@ -273,13 +317,7 @@ void DecodeFlags::finish(const ArgTable& args, const model::Model& model) {
     opt.kernels.lut_dequant = lut_dequant;
     opt.kernels.kv_f16 = kv_f16;
     opt.kernels.full_last_layer = full_last_layer;
-    const bool mbsd = policy == "mbsd";
-    for (const char* f : {"--dream-alg", "--alg-temp", "--eps", "--top-p"}) {
-        if (args.given(f) && policy != "dream") {
-            throw Error(std::string(f) + " applies to --policy dream, not " + policy);
-        }
-    }
-    if (policy == "dream") {
+    if (info.takes_option(decode::Takes::DreamSampler)) {
         opt.dream.top_k = top_k;
         if (args.given("--min-p"))
             throw Error(
@@ -287,21 +325,6 @@ void DecodeFlags::finish(const ArgTable& args, const model::Model& model) {
                 "--top-k and --top-p)");
     } else {
         opt.filter.top_k = top_k;
-    }
-    if (policy == "dream" && args.given("--block"))
-        throw Error(
-            "--block does not apply to --policy dream: Dream decodes the canvas as one span");
-    for (const char* f :
-         {"--lookahead", "--lookahead-mem", "--accept", "--draft-input", "--calibrate"}) {
-        if (args.given(f) && !mbsd) {
-            throw Error(std::string(f) + " applies to --policy mbsd, not " + policy);
-        }
-    }
-    for (const char* f : {"--pipeline-start", "--pipeline-threshold", "--pipeline-min",
-                          "--pipeline-accept", "--pipeline-depth", "--pipeline-verify"}) {
-        if (args.given(f) && policy != "pipeline") {
-            throw Error(std::string(f) + " applies to --policy pipeline, not " + policy);
-        }
     }
     opt.lookahead = parse_auto_count("--lookahead", lookahead, 0, 1 << 20, "a row count >= 0");
     if (draft_input == "mask") {

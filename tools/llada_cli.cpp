@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "decode/policy.h"
+#include "decode/registry.h"
 #include "format/output_file.h"
 #include "runtime/device.h"
 #include "tools/common.h"
@@ -154,7 +155,7 @@ int main(int argc, char** argv) {
                            {"accepted", res.drafts_accepted},
                            {"accepted_early", res.drafts_accepted_early},
                            {"rejected", res.drafts_rejected}};
-            if (std::string(policy->name()) == "pipeline") {
+            if (decode::policy_info(policy->name()).pipeline) {
                 j["ahead"] = {{"committed", res.ahead_committed},
                               {"verified", res.ahead_verified},
                               {"rejected", res.ahead_rejected}};

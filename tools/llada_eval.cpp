@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "decode/policy.h"
+#include "decode/registry.h"
 #include "format/output_file.h"
 #include "runtime/device.h"
 #include "tools/common.h"
@@ -397,7 +398,7 @@ int main(int argc, char** argv) {
                              {"lookahead", dec.lookahead},
                              {"accept", dec.opt.accept},
                              {"draft_input", dec.draft_input}};
-        const bool pipelined = std::string(policy.name()) == "pipeline";
+        const bool pipelined = decode::policy_info(policy.name()).pipeline;
         if (pipelined) {
             report["options"]["pipeline_start"] = dec.opt.pipeline_start;
             report["options"]["pipeline_threshold"] = dec.opt.pipeline_threshold;

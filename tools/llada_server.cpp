@@ -129,6 +129,7 @@ int main(int argc, char** argv) {
         args.integer({"-t", "--threads"}, "N", "CPU threads (default 2)", &threads, 1, 1024);
         dec.policy_default_help =
             "dual-cache with threshold 0.9, or ar for an autoregressive model";
+        dec.defaults_for_any_policy = true;
         dec.add_to(args);
         devf.add_to(args);
         if (!args.parse(argc, argv)) return 0;

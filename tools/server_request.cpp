@@ -1,6 +1,8 @@
 // Parsing llada-server's request bodies (tools/server_request.h).
 #include "tools/server_request.h"
 
+#include "decode/registry.h"
+
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
@@ -187,13 +189,28 @@ ParsedRequest parse_request(const json& body_in, const std::string& default_poli
     if (body.contains("policy")) {
         if (!body["policy"].is_string()) throw Error("'policy' must be a string");
         p.policy = body["policy"];
-        const auto names = decode::policy_names();
-        if (std::find(names.begin(), names.end(), p.policy) == names.end()) {
-            std::string list;
-            for (const auto& n : names)
-                list += (list.empty() ? "" : ", ") + n;
-            throw Error("'policy' '" + p.policy + "' is not one of " + list);
+        try {
+            decode::policy_info(p.policy);
+        } catch (const Error&) {
+            throw Error("'policy' '" + p.policy + "' is not one of " + decode::policy_list());
         }
+    }
+    const decode::PolicyInfo& info = decode::policy_info(p.policy);
+    // A field of a group the policy does not take is refused with the registry's words (the
+    // command-line tools say the same of their flags); a diffusion policy's commit rule, steps
+    // and revision are refused below or by the step engine's checks, which say why.
+    static constexpr std::pair<const char*, decode::Takes> kFields[] = {
+        {"block", decode::Takes::Blocks},
+        {"steps", decode::Takes::Steps},
+        {"threshold", decode::Takes::CommitRule},
+        {"lookahead", decode::Takes::Lookahead},
+        {"revise", decode::Takes::Revise}};
+    for (const auto& [field, group] : kFields) {
+        const bool engine_says_why = info.diffusion() && (group == decode::Takes::Steps ||
+                                                          group == decode::Takes::CommitRule ||
+                                                          group == decode::Takes::Revise);
+        if (body.contains(field) && !info.takes_option(group) && !engine_says_why)
+            throw Error(decode::not_taken("'" + std::string(field) + "'", group, info, "policy "));
     }
     if (body.contains("revise")) {
         if (!body["revise"].is_boolean()) throw Error("'revise' must be a boolean");
@@ -245,7 +262,7 @@ ParsedRequest parse_request(const json& body_in, const std::string& default_poli
             "'top_k' and 'min_p' filter a sampled choice: they need a 'temperature' above 0 (at "
             "0 the most likely token is taken)");
     }
-    if (p.policy == "dream") {
+    if (info.takes_option(decode::Takes::DreamSampler)) {
         if (p.opt.filter.min_p > 0.0)
             throw Error(
                 "'min_p' does not apply to policy 'dream' (Dream's sampler filters with "
@@ -281,7 +298,7 @@ ParsedRequest parse_request(const json& body_in, const std::string& default_poli
         num("logprobs", p.logprobs, 0, 20);
     }
     if (p.logprobs >= 0) {
-        if (p.policy == "dream")
+        if (info.family == decode::PolicyFamily::Dream)
             throw Error("'logprobs' are not recorded by policy 'dream' (Dream's own sampler)");
         if (p.opt.revise.on)
             throw Error(
@@ -329,19 +346,9 @@ ParsedRequest parse_request(const json& body_in, const std::string& default_poli
             "'best_of' greater than 'n' cannot be streamed (the choices are known only "
             "when every candidate is done)");
     }
-    if (!decode::is_diffusion(p.policy)) {
-        // No blocks, no commit rule: the server's defaults for those belong to the diffusion
-        // policies; a request that asks for them is an error.
-        for (const char* k : {"block", "threshold", "lookahead", "revise"}) {
-            if (body.contains(k)) {
-                throw Error(std::string("'") + k + "' applies to the LLaDA policies, not '" +
-                            p.policy + "'");
-            }
-        }
-        if (p.policy == "ar" && body.contains("steps"))
-            throw Error("'steps' does not apply to policy 'ar' (one token per step)");
+    if (!info.diffusion()) {
         p.opt.gen = max_tokens;
-        p.opt.steps = p.policy == "dream" && steps > 0 ? steps : max_tokens;
+        p.opt.steps = info.takes_option(decode::Takes::Steps) && steps > 0 ? steps : max_tokens;
         p.opt.threshold = p.opt.factor = 0.0;
         p.opt.revise.on = false;
         return p;
@@ -352,7 +359,7 @@ ParsedRequest parse_request(const json& body_in, const std::string& default_poli
     if (p.opt.gen > limits.max_gen)
         throw Error("max_tokens rounded up to whole blocks exceeds the server's --max-gen");
     p.opt.steps = steps > 0 ? steps : p.opt.gen;
-    if (p.policy == "vanilla") {
+    if (!info.takes_option(decode::Takes::CommitRule)) {
         // LLaDA's reference schedule has no commit threshold: the server's default threshold
         // is for the parallel policies; a threshold the request asks for is an error.
         if (body.contains("threshold") && p.opt.threshold != 0.0) {
@@ -370,8 +377,8 @@ ParsedRequest parse_request(const json& body_in, const std::string& default_poli
     }
     // A parallel commit rule takes as many steps per block as it needs: a 'steps' would be
     // ignored (the command-line tools refuse --steps there too).
-    if (body.contains("steps") && (p.opt.threshold > 0.0 || p.opt.factor > 0.0 ||
-                                   p.policy == "threshold" || p.policy == "pipeline")) {
+    if (body.contains("steps") &&
+        (p.opt.threshold > 0.0 || p.opt.factor > 0.0 || info.parallel_only)) {
         throw Error(
             "'steps' applies to the step schedule; with a commit threshold (the "
             "server's default " +
@@ -387,8 +394,6 @@ ParsedRequest parse_request(const json& body_in, const std::string& default_poli
                     std::to_string(max_tokens) + " rounded up to whole blocks of 'block' " +
                     std::to_string(p.opt.block) + ")");
     }
-    if (body.contains("lookahead") && p.policy != "mbsd")
-        throw Error("'lookahead' applies to policy 'mbsd' only, not '" + p.policy + "'");
     return p;
 }
 

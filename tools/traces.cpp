@@ -1,4 +1,5 @@
 // Decision traces as JSON lines: written by --trace-out, read by llada-bench --replay.
+#include "decode/registry.h"
 #include "tools/common.h"
 
 #include <unistd.h>
@@ -21,7 +22,7 @@ namespace fs = std::filesystem;
 nlohmann::json trace_json(const decode::GenerateResult& r, const decode::GenerateOptions& opt,
                           const std::string& source, const std::string& policy) {
     nlohmann::json steps = nlohmann::json::array();
-    const bool pipeline = policy == "pipeline";
+    const bool pipeline = decode::policy_info(policy).pipeline;
     for (const auto& s : r.steps) {
         // [block, committed, accepted, rejected, lookahead, rows, masked, draft, committed rows,
         //  accepted early, checks, revised, remasked] and, for the pipeline, per block of the

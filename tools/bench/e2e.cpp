@@ -7,6 +7,7 @@
 
 #include "decode/lookahead.h"
 #include "decode/policy.h"
+#include "decode/registry.h"
 #include "tools/bench/bench.h"
 #include "util/error.h"
 
@@ -35,8 +36,9 @@ int e2e_mode(const Options& o, const LoadedModel& lm, runtime::Device& device,
             // NAME[+threshold][+revise]
             const auto parts = split(spec, '+');
             const std::string name = parts.empty() ? spec : parts[0];
+            const decode::PolicyInfo& info = decode::policy_info(name);
             // The policies whose rule is a threshold take --threshold's tau without +threshold.
-            if (name == "threshold" || name == "pipeline") opt.threshold = o.tau;
+            if (info.parallel_only) opt.threshold = o.tau;
             for (size_t i = 1; i < parts.size(); ++i) {
                 if (parts[i] == "threshold") {
                     opt.threshold = o.tau;
@@ -50,7 +52,7 @@ int e2e_mode(const Options& o, const LoadedModel& lm, runtime::Device& device,
             // With --replay every diffusion policy but vanilla takes the trace's decisions
             // (the same commits per step, so the policies differ only in their windows);
             // schedule policies keep their schedule (decode/trace.h).
-            const bool replayed = trace && name != "vanilla" && name != "ar";
+            const bool replayed = trace && info.takes_option(decode::Takes::CommitRule);
             if (replayed && opt.threshold > 0 && !trace->parallel) {
                 throw Error("--e2e " + spec +
                             " replays threshold decoding; the --replay trace was recorded on a "
@@ -65,7 +67,7 @@ int e2e_mode(const Options& o, const LoadedModel& lm, runtime::Device& device,
                 opt.early_stop = 0;  // the trace decoded every block
                 decode::use_trace_pipeline(*trace, opt);
             }
-            if (name == "mbsd") {
+            if (info.speculate) {
                 // The host calibration of --lookahead auto, measured (or read) once before
                 // the timed runs, as llada-cli and llada-eval keep it in a file.
                 opt.calibration_file =
@@ -78,7 +80,7 @@ int e2e_mode(const Options& o, const LoadedModel& lm, runtime::Device& device,
             }
             // A replay runs every trace of the sample (--replay-sample) and reports means.
             // (Schedule policies other than mbsd take nothing from a trace: run once.)
-            const bool data_dependent = opt.threshold > 0 || name == "mbsd";
+            const bool data_dependent = opt.threshold > 0 || info.speculate;
             const size_t n_req = replayed && data_dependent ? traces.mbsd.size() : 1;
             dev->reset_report();
             double wall = 0;
