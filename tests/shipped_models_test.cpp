@@ -20,8 +20,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* kModels[] = {"tiny-llada-s", "tiny-llada-m", "tiny-ar-s",     "tiny-ar-m",
-                         "tiny-llada-l", "tiny-ar-l",    "tiny-llada-lc", "tiny-ar-r"};
+const char* kModels[] = {"tiny-llada-s",  "tiny-llada-m", "tiny-ar-s",
+                         "tiny-ar-m",     "tiny-llada-l", "tiny-ar-l",
+                         "tiny-llada-lc", "tiny-llada-r", "tiny-ar-r"};
 
 fs::path model_path(const std::string& name) {
     return fs::path(LLADA_SOURCE_DIR) / "models" / (name + ".gguf");
