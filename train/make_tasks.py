@@ -11,7 +11,8 @@ bench/quality.sh compares decoding policies on). The long suite (--suite long, t
 tasks) writes its per-task files the same way and its combined files with an "-l" suffix:
 all-test-l.jsonl, all-hard-l.jsonl, smoke-50-l.jsonl, mix-1000-l.jsonl; the real suite (--suite real,
 tiny-llada-r's; tasks_real.py) with an "-r" suffix, its hard files only for the tasks that have a
-hard variant (tasks.HARD_TASKS). One JSON object per line: {"task", "prompt", "answer"}; see tasks.py
+hard variant (tasks.HARD_TASKS), and a dev set dev-300-r.jsonl (100 per task, test-split problems in
+none of the other files: what a checkpoint is chosen by). One JSON object per line: {"task", "prompt", "answer"}; see tasks.py
 for the tasks, the split and the scoring rule (for the real suite's checker tasks the answer is
 one valid answer of many).
 """
@@ -69,6 +70,13 @@ def main():
     per = min(1000 // len(task_names), args.n)  # 1,000 problems in all, tasks interleaved
     mix = [per_task[t][i] for i in range(per) for t in task_names]
     tasks.write_jsonl(os.path.join(args.out, f"mix-1000{sfx}.jsonl"), mix)
+    if args.suite == "real":
+        # The real suite's dev set: test-split problems in none of the files above, to choose
+        # tiny-llada-r's checkpoint by (train/learning_curve.py).
+        used = {r["prompt"] for r in all_test + all_hard}
+        per_dev = {t: tasks.make_dev_set(t, 100, SEED, used) for t in task_names}
+        dev = [per_dev[t][i] for i in range(100) for t in task_names]
+        tasks.write_jsonl(os.path.join(args.out, "dev-300-r.jsonl"), dev)
     print(f"all-test {len(all_test)}, all-hard {len(all_hard)}, smoke-50 {len(smoke)}, "
           f"mix-1000 {len(mix)}")
 

@@ -369,6 +369,25 @@ def make_test_set(task, n, seed, hard=False):
     return out
 
 
+def make_dev_set(task, n, seed, exclude):
+    """n distinct problems of `task` from the test split (never trained on) that are not in
+    `exclude` (the prompts of its test sets): a held-out set to choose a checkpoint by, so that
+    the test sets stay unseen by every choice."""
+    rng = random.Random(f"{seed}|{task}|dev")
+    out, seen = [], set(exclude)
+    tries = 0
+    while len(out) < n:
+        tries += 1
+        if tries > 10000 * n:
+            raise RuntimeError(f"cannot find {n} dev problems for {task}")
+        prompt, answer, _ = GENERATORS[task](rng)
+        if prompt in seen or not is_test(task, prompt):
+            continue
+        seen.add(prompt)
+        out.append({"task": task, "prompt": prompt, "answer": answer})
+    return out
+
+
 def read_jsonl(path):
     with open(path, encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
