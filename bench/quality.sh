@@ -19,6 +19,14 @@
 #             (WINO's regime), the remask variant at 0.7 (tiny-llada-s: block 8); the CPU path beside the dense one
 #             (--revise-serial for the same work in series)
 #   traces    only the decision traces of the replayed ablation rows (bench/ablation.sh)
+#   real      tiny-llada-r on the real suite (answers with many valid forms, scored by checkers;
+#             128 tokens in blocks of 32): one token per step, need + threshold 0.9 and eight
+#             tokens per step on all-test-r and all-hard-r beside the AR twin tiny-ar-r (the
+#             goals of models/README.md); every policy on mix-1000-r (vanilla, dual-cache +
+#             threshold, need + threshold, mbsd + threshold on npu-sim, the pipeline, mbsd with
+#             progressive revision, mbsd with self-checks) and test-time scaling (4 and 8
+#             candidates at T 0.5, by vote and by confidence) on its first 300 problems.
+#             Format with bench/quality_tables.py --real.
 #   long      tiny-llada-l (128 tokens in blocks of 32; models/README.md) on the long suite:
 #             vanilla at 1 and 8 tokens per step, blocks 32 and 16; the fast policies (dual-cache
 #             + threshold 0.9, mbsd + threshold 0.9 on npu-sim) on mix-1000-l at block 32, and on
@@ -73,6 +81,29 @@ for part in ${QUALITY:-grid hardgrid policies ar hard spec revise}; do
         # what that loses.
         tr mbsd-rev --policy mbsd --threshold 0.1 --device npu-sim --revise --revise-tail dense \
             --revise-floor 0.1 ;;
+    real)
+        MR=$ROOT/models/tiny-llada-r.gguf
+        for set in all-test-r all-hard-r; do
+            T=$ROOT/models/tasks/$set.jsonl
+            eval_ -m "$MR" --tasks "$T" > "$Q/real-$set-one.json"
+            eval_ -m "$MR" --tasks "$T" --policy need --threshold 0.9 > "$Q/real-$set-need.json"
+            eval_ -m "$MR" --tasks "$T" --steps 16 > "$Q/real-$set-eight.json"
+            eval_ -m "$ROOT/models/tiny-ar-r.gguf" --tasks "$T" > "$Q/real-$set-ar.json"
+        done
+        T=$ROOT/models/tasks/mix-1000-r.jsonl
+        p="$Q/real-pol"
+        eval_ -m "$MR" --tasks "$T" > "$p-vanilla.json"
+        eval_ -m "$MR" --tasks "$T" --policy dual-cache --threshold 0.9 > "$p-dual.json"
+        eval_ -m "$MR" --tasks "$T" --policy need --threshold 0.9 > "$p-need.json"
+        eval_ -m "$MR" --tasks "$T" --policy mbsd --threshold 0.9 --device npu-sim > "$p-mbsd.json"
+        eval_ -m "$MR" --tasks "$T" --policy pipeline > "$p-pipeline.json"
+        eval_ -m "$MR" --tasks "$T" --policy mbsd --threshold 0.9 --device npu-sim --revise > "$p-mbsd-rev.json"
+        eval_ -m "$MR" --tasks "$T" --policy mbsd --threshold 0.9 --device npu-sim --self-check > "$p-mbsd-sc.json"
+        eval_ -m "$MR" --tasks "$T" --limit 300 --policy need --threshold 0.9 > "$p300-need.json"
+        for n in 4 8; do for sel in vote confidence; do
+            eval_ -m "$MR" --tasks "$T" --limit 300 --policy need --threshold 0.9 --tts $n \
+                --temperature 0.5 --select $sel > "$p300-tts$n-$sel.json"
+        done; done ;;
     grid)
         for b in 8 16 32; do for s in 32 16 8 4; do
             eval_ -m "$M" --tasks "$TEST" --gen 32 --block $b --steps $s > "$Q/grid-b$b-s$s.json"

@@ -2,6 +2,7 @@
 BENCHMARKS.md). Standard library only.
 
     /usr/bin/python3 bench/quality_tables.py bench/out/quality [MODEL-NAME]
+    /usr/bin/python3 bench/quality_tables.py --real bench/out/quality   # quality.sh real
 
 MODEL-NAME (default tiny-llada-m) labels the grid and policy tables: the model quality.sh ran
 them on (its MODEL variable).
@@ -211,7 +212,60 @@ def revise(d):
         print()
 
 
+def real(d):
+    """The real suite (quality.sh real): the goals' table per task with 95 % intervals on the
+    test and hard sets, then every policy on mix-1000-r, then test-time scaling."""
+    rows = [("one", "tiny-llada-r, one token per step"),
+            ("need", "tiny-llada-r, need + threshold 0.9"),
+            ("eight", "tiny-llada-r, eight tokens per step"), ("ar", "tiny-ar-r, greedy")]
+    for set_ in ("all-test-r", "all-hard-r"):
+        first = load(d, f"real-{set_}-one")
+        if not first:
+            continue
+        names = list(first["per_task"])
+        print(f"### {set_} (128 tokens in blocks of 32; accuracy % [95 % interval])\n")
+        print("| model, decoding | overall | " + " | ".join(names) + " | forwards | tokens/forward |")
+        print("|---|---:|" + "---:|" * len(names) + "---:|---:|")
+        for k, label in rows:
+            r = load(d, f"real-{set_}-{k}")
+            if r:
+                per = " | ".join(acc(r["per_task"][t]) for t in names)
+                print(f"| {label} | {acc(r)} | {per} | {r['nfe']:.1f} | {128 / r['nfe']:.2f} |")
+        print()
+    pols = [("vanilla", "vanilla, one token per step"), ("dual", "dual-cache + threshold 0.9"),
+            ("need", "need + threshold 0.9"), ("mbsd", "mbsd + threshold 0.9 (npu-sim)"),
+            ("pipeline", "pipeline"), ("mbsd-rev", "mbsd + threshold 0.9 + --revise"),
+            ("mbsd-sc", "mbsd + threshold 0.9 + --self-check")]
+    first = load(d, "real-pol-vanilla")
+    if first:
+        names = list(first["per_task"])
+        print("### Every policy on mix-1000-r (tiny-llada-r; accuracy % [95 % interval])\n")
+        print("| policy | overall | " + " | ".join(names) + " | forwards | tokens/forward |")
+        print("|---|---:|" + "---:|" * len(names) + "---:|---:|")
+        for k, label in pols:
+            r = load(d, f"real-pol-{k}")
+            if r:
+                per = " | ".join(f"{100 * r['per_task'][t]['accuracy']:.1f}" for t in names)
+                print(f"| {label} | {acc(r)} | {per} | {r['nfe']:.1f} | {128 / r['nfe']:.2f} |")
+        print()
+    base = load(d, "real-pol300-need")
+    if base:
+        print("### Test-time scaling on the first 300 of mix-1000-r (need + threshold 0.9, T 0.5)\n")
+        print("| candidates | selector | accuracy % | forwards per candidate |")
+        print("|---:|---|---:|---:|")
+        print(f"| 1 (T 0) | - | {acc(base)} | {base['nfe']:.1f} |")
+        for n in (4, 8):
+            for sel in ("vote", "confidence"):
+                r = load(d, f"real-pol300-tts{n}-{sel}")
+                if r:
+                    print(f"| {n} | {sel} | {acc(r)} | {r['nfe']:.1f} |")
+        print()
+
+
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--real":
+        real(sys.argv[2] if len(sys.argv) > 2 else "bench/out/quality")
+        return
     d = sys.argv[1] if len(sys.argv) > 1 else "bench/out/quality"
     name = sys.argv[2] if len(sys.argv) > 2 else "tiny-llada-m"
     names = task_names(d)
