@@ -36,6 +36,17 @@ int64_t metric(const std::string& body, const std::string& name) {
     return -1;
 }
 
+// The unnamed events of a server-sent stream, parsed, up to [DONE].
+std::vector<json> sse_events(const std::string& stream) {
+    std::vector<json> out;
+    std::istringstream in(stream);
+    for (std::string line; std::getline(in, line);) {
+        if (line.rfind("data: ", 0) != 0 || line == "data: [DONE]") continue;
+        out.push_back(json::parse(line.substr(6)));
+    }
+    return out;
+}
+
 std::string metrics(int port) {
     auto r = client(port).Get("/metrics");
     return r ? r->body : "";
@@ -576,8 +587,6 @@ TEST(ServerApi, LogprobsInBothEndpoints) {
     refused("/v1/completions", {{"prompt", kPrompt}, {"logprobs", true}},
             "'logprobs' must be an integer in /v1/completions");
     refused("/v1/completions", {{"prompt", kPrompt}, {"logprobs", 21}}, "'logprobs' must be in");
-    refused("/v1/completions", {{"prompt", kPrompt}, {"logprobs", 1}, {"stream", true}},
-            "non-streamed answers only");
     refused("/v1/completions", {{"prompt", kPrompt}, {"logprobs", 1}, {"revise", true}},
             "not recorded with 'revise'");
     refused("/v1/chat/completions",
@@ -586,4 +595,84 @@ TEST(ServerApi, LogprobsInBothEndpoints) {
     refused("/v1/chat/completions",
             {{"messages", {{{"role", "user"}, {"content", kPrompt}}}}, {"logprobs", 2}},
             "'logprobs' must be a boolean");
+}
+
+// Streamed logprobs: each chunk carries the tokens whose text it completes, never a token
+// ahead of the text sent, and the chunks' entries joined are the non-streamed answer's (the
+// same request at temperature 0), in both endpoints' spellings.
+TEST(ServerApi, StreamedLogprobsAddUpToTheWholeAnswers) {
+    Server s({});
+    ASSERT_GT(s.port, 0);
+    httplib::Client c = client(s.port);
+    auto post = [&](const std::string& path, const json& body) {
+        auto r = c.Post(path.c_str(), body.dump(), "application/json");
+        EXPECT_TRUE(r) << path << " " << body.dump();
+        return r ? std::make_pair(r->status, r->body) : std::make_pair(0, std::string());
+    };
+    const json req = {{"prompt", kPrompt}, {"max_tokens", 24}, {"logprobs", 2}};
+    auto [st, whole] = post("/v1/completions", req);
+    ASSERT_EQ(st, 200) << whole;
+    json streamed = req;
+    streamed["stream"] = true;
+    auto [sst, stream] = post("/v1/completions", streamed);
+    ASSERT_EQ(sst, 200) << stream;
+    json joined = {{"tokens", json::array()},
+                   {"token_logprobs", json::array()},
+                   {"top_logprobs", json::array()},
+                   {"text_offset", json::array()}};
+    std::string text, token_text;
+    int chunks_with_tokens = 0;
+    for (const json& e : sse_events(stream)) {
+        ASSERT_TRUE(e.contains("choices")) << e.dump();
+        if (e["choices"].empty()) continue;
+        const json& ch = e["choices"][0];
+        text += ch["text"].get<std::string>();
+        ASSERT_TRUE(ch.contains("logprobs")) << e.dump();
+        if (ch["logprobs"].is_null()) continue;
+        if (!ch["logprobs"]["tokens"].empty()) ++chunks_with_tokens;
+        for (const char* k : {"tokens", "token_logprobs", "top_logprobs", "text_offset"})
+            for (const auto& v : ch["logprobs"][k])
+                joined[k].push_back(v);
+        for (const auto& t : ch["logprobs"]["tokens"])
+            token_text += t.get<std::string>();
+        EXPECT_EQ(text.compare(0, token_text.size(), token_text), 0)
+            << "tokens ahead of the text: " << token_text << " | " << text;
+    }
+    const json w = json::parse(whole);
+    const json& lp = w["choices"][0]["logprobs"];
+    EXPECT_EQ(text, w["choices"][0]["text"].get<std::string>());
+    EXPECT_EQ(joined["tokens"], lp["tokens"]);
+    EXPECT_EQ(joined["text_offset"], lp["text_offset"]);
+    ASSERT_EQ(joined["token_logprobs"].size(), lp["token_logprobs"].size());
+    for (size_t i = 0; i < lp["token_logprobs"].size(); ++i) {
+        EXPECT_NEAR(joined["token_logprobs"][i].get<double>(),
+                    lp["token_logprobs"][i].get<double>(), 1e-6);
+        EXPECT_EQ(joined["top_logprobs"][i].size(), lp["top_logprobs"][i].size());
+    }
+    // Streamed, not all at the end: more than one chunk carried tokens.
+    EXPECT_GT(chunks_with_tokens, 1) << stream;
+    // Chat: the content entries joined.
+    const json creq = {{"messages", {{{"role", "user"}, {"content", kPrompt}}}},
+                       {"max_tokens", 16},
+                       {"logprobs", true},
+                       {"top_logprobs", 1}};
+    auto [cst, cwhole] = post("/v1/chat/completions", creq);
+    ASSERT_EQ(cst, 200) << cwhole;
+    json cstreamed = creq;
+    cstreamed["stream"] = true;
+    auto [csst, cstream] = post("/v1/chat/completions", cstreamed);
+    ASSERT_EQ(csst, 200) << cstream;
+    json content = json::array();
+    for (const json& e : sse_events(cstream)) {
+        if (e["choices"].empty() || e["choices"][0]["logprobs"].is_null()) continue;
+        for (const auto& v : e["choices"][0]["logprobs"]["content"])
+            content.push_back(v);
+    }
+    const json cw = json::parse(cwhole);
+    const json& want = cw["choices"][0]["logprobs"]["content"];
+    ASSERT_EQ(content.size(), want.size()) << cstream;
+    for (size_t i = 0; i < want.size(); ++i) {
+        EXPECT_EQ(content[i]["token"], want[i]["token"]);
+        EXPECT_NEAR(content[i]["logprob"].get<double>(), want[i]["logprob"].get<double>(), 1e-6);
+    }
 }

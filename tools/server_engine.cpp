@@ -288,7 +288,8 @@ void ServerEngine::loop() {
             std::vector<int32_t> stable;
             if (error.empty() && l.req->on_step && !l.gen->result().steps.empty()) {
                 stable = stable_ids(l);
-                if (!l.req->on_step(lm_.tok->decode(stable, false))) l.req->stopped = true;
+                const std::string text = lm_.tok->decode(stable, false);
+                if (!l.req->on_step({text, stable, l.gen->result()})) l.req->stopped = true;
             }
             if (error.empty() && !l.gen->done() && !l.req->stopped) {
                 ++i;

@@ -39,10 +39,15 @@ struct ServerRequest {
     decode::GenerateOptions opt;
     std::vector<int32_t> prompt;
     // Set by the engine (under the engine's lock); `on_step` runs on the engine thread after
-    // each of the request's steps with the committed text prefix so far, and returns false to
-    // end the request there (a stop sequence was reached): it then finishes as done, with
+    // each of the request's steps with the committed prefix so far, and returns false to end
+    // the request there (a stop sequence was reached): it then finishes as done, with
     // `stopped` set and `result` the canvas as it stood.
-    std::function<bool(const std::string& stable_text)> on_step;
+    struct Committed {
+        const std::string& text;               // the prefix as text (ids decoded)
+        const std::vector<int32_t>& ids;       // the prefix as tokens
+        const decode::GenerateResult& so_far;  // the generation's canvas and logprobs so far
+    };
+    std::function<bool(const Committed& committed)> on_step;
     // Opt-in diffusion events: after each step, the positions whose token or state changed, as
     // one JSON object {"step", "changes": [{"i", "text", "state"}], "nfe", "committed",
     // "drafts_accepted", "drafts_rejected", "revised", "rows"} (i: generated position).

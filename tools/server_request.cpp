@@ -304,10 +304,6 @@ ParsedRequest parse_request(const json& body_in, const std::string& default_poli
             throw Error(
                 "'logprobs' are not recorded with 'revise' (the CPU path replaces "
                 "tokens from rows whose distributions it does not keep)");
-        if (p.stream)
-            throw Error(
-                "'logprobs' are given in non-streamed answers only; leave out 'stream' "
-                "or 'logprobs'");
         p.opt.logprobs = p.logprobs;
     }
     if (body.contains("response_format")) {

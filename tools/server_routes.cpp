@@ -64,14 +64,14 @@ Final final_text(const ServerRequest& r, const std::vector<std::string>& stop) {
     return f;
 }
 
-// OpenAI's logprobs of a choice: its first n answer tokens, each with the log-probability its
-// committing step gave it and, for top > 0, that step's most likely tokens. Chat spells them
-// as content entries (token, logprob, bytes, top_logprobs); /v1/completions as parallel
-// arrays (tokens, token_logprobs, top_logprobs as {token: logprob}, text_offset: each token's
-// byte offset in the answer text).
-json logprobs_of(const ServerRequest& r, int64_t n, bool chat, int top,
-                 const tokenizer::Tokenizer& tok) {
-    const decode::GenerateResult& res = r.result;
+// OpenAI's logprobs of answer tokens [from, to): each with the log-probability its committing
+// step gave it and, for top > 0, that step's most likely tokens. Chat spells them as content
+// entries (token, logprob, bytes, top_logprobs); /v1/completions as parallel arrays (tokens,
+// token_logprobs, top_logprobs as {token: logprob}, text_offset: each token's byte offset in
+// the answer text, `off` being token `from`'s and left at token `to`'s). A stream sends the
+// answer's tokens in pieces this way; a whole answer is [0, its tokens).
+json logprobs_of(const decode::GenerateResult& res, int64_t from, int64_t to, size_t& off,
+                 bool chat, int top, const tokenizer::Tokenizer& tok) {
     // (An alternative may be a special token, end of text say: spelled as such.)
     auto piece = [&](int32_t id) { return tok.token_to_piece(id, true); };
     auto bytes = [](const std::string& s) {
@@ -82,12 +82,12 @@ json logprobs_of(const ServerRequest& r, int64_t n, bool chat, int top,
     };
     json tokens = json::array(), lps = json::array(), tops = json::array(), offs = json::array();
     json content = json::array();
-    size_t off = 0;
-    for (int64_t i = 0; i < n; ++i) {
+    for (int64_t i = from; i < to; ++i) {
         const size_t at = static_cast<size_t>(res.prompt_len + i);
         const std::string t = piece(res.canvas[at]);
         const double lp = res.logprobs[at];
         if (chat) {
+            off += t.size();
             json alts = json::array();
             if (top > 0) {
                 for (const auto& e : res.top_logprobs[at]) {
@@ -435,14 +435,17 @@ void generation(ServerContext& ctx, const httplib::Request& req, const std::stri
     const auto created = std::chrono::duration_cast<std::chrono::seconds>(
                              std::chrono::system_clock::now().time_since_epoch())
                              .count();
-    auto chunk_of = [&, chat, id, created](int index, const std::string& delta,
-                                           const char* finish) {
+    const bool with_logprobs = p.logprobs >= 0;
+    auto chunk_of = [&, chat, id, created, with_logprobs](int index, const std::string& delta,
+                                                          const char* finish,
+                                                          json logprobs = nullptr) {
         json choice = {{"index", index}};
         if (chat) {
             choice["delta"] = delta.empty() ? json::object() : json{{"content", delta}};
         } else {
             choice["text"] = delta;
         }
+        if (with_logprobs) choice["logprobs"] = std::move(logprobs);
         choice["finish_reason"] = finish ? json(finish) : json(nullptr);
         return json{{"id", id},
                     {"object", chat ? "chat.completion.chunk" : "text_completion"},
@@ -471,8 +474,8 @@ void generation(ServerContext& ctx, const httplib::Request& req, const std::stri
         // A stop sequence ends a candidate's generation at the step that commits it.
         if (!stop.empty()) {
             for (auto& c : cands) {
-                c->on_step = [stop](const std::string& stable) {
-                    return find_stop(stable, stop) == std::string::npos;
+                c->on_step = [stop](const ServerRequest::Committed& c) {
+                    return find_stop(c.text, stop) == std::string::npos;
                 };
             }
         }
@@ -561,8 +564,9 @@ void generation(ServerContext& ctx, const httplib::Request& req, const std::stri
                 choice["text"] = f.text;
             }
             if (p.logprobs >= 0) {
-                choice["logprobs"] =
-                    logprobs_of(*cands[order[i]], f.tokens, chat, p.logprobs, *ctx.lm.tok);
+                size_t off = 0;
+                choice["logprobs"] = logprobs_of(cands[order[i]]->result, 0, f.tokens, off, chat,
+                                                 p.logprobs, *ctx.lm.tok);
             }
             // Which candidate (seed + candidate) the choice is, when several ran.
             if (cands.size() > 1) choice["candidate"] = order[i];
@@ -592,10 +596,18 @@ void generation(ServerContext& ctx, const httplib::Request& req, const std::stri
         std::condition_variable cv;
         std::deque<std::string> events;
         std::vector<std::string> sent;
+        // With logprobs: per candidate, the answer tokens whose logprobs were sent (every
+        // token whose text lies wholly in `sent`) and the bytes they spell.
+        std::vector<int64_t> sent_tokens;
+        std::vector<size_t> token_bytes;
         bool finished = false;
     };
     auto st = std::make_shared<Stream>();
     st->sent.resize(cands.size());
+    st->sent_tokens.assign(cands.size(), 0);
+    st->token_bytes.assign(cands.size(), 0);
+    const int top = p.logprobs;
+    const tokenizer::Tokenizer* tok = ctx.lm.tok.get();
     // With stop sequences, the last (longest - 1) bytes are held back until it is
     // known that no stop sequence starts in them.
     size_t hold = 0;
@@ -603,7 +615,9 @@ void generation(ServerContext& ctx, const httplib::Request& req, const std::stri
         hold = std::max(hold, e.size() - 1);
     for (size_t k = 0; k < cands.size(); ++k) {
         const int index = static_cast<int>(k);
-        cands[k]->on_step = [st, chunk_of, stop, hold, index](const std::string& stable) {
+        cands[k]->on_step = [st, chunk_of, stop, hold, index, chat, top, tok,
+                             with_logprobs](const ServerRequest::Committed& c) {
+            const std::string& stable = c.text;
             std::lock_guard<std::mutex> lock(st->mu);
             std::string& sent = st->sent[index];
             const size_t cut = find_stop(stable, stop);
@@ -616,8 +630,19 @@ void generation(ServerContext& ctx, const httplib::Request& req, const std::stri
                 --end;
             // Only text that extends what was sent: deltas are never taken back.
             if (end > sent.size() && stable.compare(0, sent.size(), sent) == 0) {
+                json lp = nullptr;
+                if (with_logprobs) {  // the tokens now wholly sent (decode() joins the pieces)
+                    int64_t n = 0;
+                    for (size_t b = 0; n < static_cast<int64_t>(c.ids.size()); ++n) {
+                        b += tok->token_to_piece(c.ids[static_cast<size_t>(n)], false).size();
+                        if (b > end) break;
+                    }
+                    int64_t& from = st->sent_tokens[index];
+                    lp = logprobs_of(c.so_far, from, n, st->token_bytes[index], chat, top, *tok);
+                    from = std::max(from, n);
+                }
                 st->events.push_back(sse_data(
-                    chunk_of(index, stable.substr(sent.size(), end - sent.size()), nullptr)));
+                    chunk_of(index, stable.substr(sent.size(), end - sent.size()), nullptr, lp)));
                 sent = stable.substr(0, end);
             }
             st->cv.notify_all();
@@ -646,7 +671,8 @@ void generation(ServerContext& ctx, const httplib::Request& req, const std::stri
                              {"model", ctx.model_name},
                              {"choices", json::array()}};
     std::thread([&engine = ctx.engine, cands, st, chunk_of, stop, include_usage, prompt_tokens,
-                 usage_head, rc = ctx.rc, timeout_s = ctx.timeout_s] {
+                 usage_head, rc = ctx.rc, timeout_s = ctx.timeout_s, with_logprobs, chat, top,
+                 tok] {
         // --timeout covers a stream as it does any request: past it, the candidates
         // are cancelled and the stream ends with a timeout error and [DONE].
         const auto deadline =
@@ -687,11 +713,21 @@ void generation(ServerContext& ctx, const httplib::Request& req, const std::stri
             const Final f = final_text(c, stop);
             completion += f.tokens;
             const std::string& sent = st->sent[k];
+            // The tokens whose logprobs are still owed go with the rest of the text, or with
+            // the finish chunk when no text is left.
+            json lp = nullptr;
+            if (with_logprobs) {
+                int64_t& from = st->sent_tokens[k];
+                lp = logprobs_of(c.result, std::min(from, f.tokens), f.tokens, st->token_bytes[k],
+                                 chat, top, *tok);
+                from = f.tokens;
+            }
             if (f.text.size() > sent.size() && f.text.compare(0, sent.size(), sent) == 0) {
                 st->events.push_back(
-                    sse_data(chunk_of(index, f.text.substr(sent.size()), nullptr)));
+                    sse_data(chunk_of(index, f.text.substr(sent.size()), nullptr, lp)));
+                lp = nullptr;
             }
-            st->events.push_back(sse_data(chunk_of(index, "", f.finish)));
+            st->events.push_back(sse_data(chunk_of(index, "", f.finish, lp)));
         }
         // stream_options.include_usage: OpenAI's last chunk, no choices, the usage.
         if (include_usage) {

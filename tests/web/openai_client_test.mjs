@@ -2,7 +2,7 @@
 // scripts/install-deps.sh --web into ~/.cache/llada.cpp/npm): a completion and a streamed
 // completion, a chat and a streamed chat give the same text as a plain HTTP request for the same
 // seed, and usage is filled; the fields the client sends beside (max_completion_tokens, role
-// developer, nulls, logprobs with top_logprobs, stream_options.include_usage) are taken.
+// developer, nulls, logprobs with top_logprobs, streamed too, stream_options.include_usage) are taken.
 // Exits 77 (skipped) with a message when the client is not installed.
 //
 //     node tests/web/openai_client_test.mjs BIN_DIR MODEL
@@ -63,6 +63,16 @@ try {
   if (!content || content.length !== lp.usage.completion_tokens) fail(`logprobs ${JSON.stringify(lp.choices[0].logprobs)}`);
   else if (content.map((e) => e.token).join("") !== lp.choices[0].message.content) fail("logprobs tokens do not spell the answer");
   else if (!content.every((e) => e.logprob <= 0 && e.top_logprobs.length === 2)) fail("logprob values");
+  // The same streamed: the chunks' entries joined are the whole answer's.
+  const lpStream = await client.chat.completions.create({
+    model: "tiny-llada-m", messages: [{ role: "developer", content: "answer" }, { role: "user", content: prompt }],
+    max_completion_tokens: 16, logprobs: true, top_logprobs: 2, temperature: 0, stream: true });
+  const streamed = [];
+  for await (const ch of lpStream)
+    if (ch.choices.length && ch.choices[0].logprobs) streamed.push(...ch.choices[0].logprobs.content);
+  if (content && JSON.stringify(streamed.map((e) => [e.token, e.logprob])) !==
+      JSON.stringify(content.map((e) => [e.token, e.logprob])))
+    fail(`streamed logprobs ${JSON.stringify(streamed)} != ${JSON.stringify(content)}`);
   const usageStream = await client.completions.create({ model: "tiny-llada-m", prompt, max_tokens: 32, seed: 4,
                                                         temperature: 1.0, stream: true, stream_options: { include_usage: true } });
   let usage = null;
