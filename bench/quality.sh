@@ -99,10 +99,10 @@ for part in ${QUALITY:-grid hardgrid policies ar hard spec revise}; do
         eval_ -m "$MR" --tasks "$T" --policy pipeline > "$p-pipeline.json"
         eval_ -m "$MR" --tasks "$T" --policy mbsd --threshold 0.9 --device npu-sim --revise > "$p-mbsd-rev.json"
         eval_ -m "$MR" --tasks "$T" --policy mbsd --threshold 0.9 --device npu-sim --self-check > "$p-mbsd-sc.json"
-        eval_ -m "$MR" --tasks "$T" --limit 300 --policy need --threshold 0.9 > "$p300-need.json"
+        eval_ -m "$MR" --tasks "$T" --limit 300 --policy need --threshold 0.9 > "${p}300-need.json"
         for n in 4 8; do for sel in vote confidence; do
             eval_ -m "$MR" --tasks "$T" --limit 300 --policy need --threshold 0.9 --tts $n \
-                --temperature 0.5 --select $sel > "$p300-tts$n-$sel.json"
+                --temperature 0.5 --select $sel > "${p}300-tts$n-$sel.json"
         done; done ;;
     grid)
         for b in 8 16 32; do for s in 32 16 8 4; do
