@@ -22,8 +22,8 @@
 #   real      tiny-llada-r on the real suite (answers with many valid forms, scored by checkers;
 #             128 tokens in blocks of 32): one token per step, need + threshold 0.9 and eight
 #             tokens per step on all-test-r and all-hard-r beside the AR twin tiny-ar-r (the
-#             goals of models/README.md); every policy on mix-1000-r (vanilla, dual-cache +
-#             threshold, need + threshold, mbsd + threshold on npu-sim, the pipeline, mbsd with
+#             goals of models/README.md); every policy on mix-1000-r (vanilla, threshold
+#             without a cache, dual-cache + threshold, need + threshold, mbsd + threshold on npu-sim, the pipeline, mbsd with
 #             progressive revision, mbsd with self-checks) and test-time scaling (4 and 8
 #             candidates at T 0.5, by vote and by confidence) on its first 300 problems.
 #             Format with bench/quality_tables.py --real.
@@ -93,6 +93,7 @@ for part in ${QUALITY:-grid hardgrid policies ar hard spec revise}; do
         T=$ROOT/models/tasks/mix-1000-r.jsonl
         p="$Q/real-pol"
         eval_ -m "$MR" --tasks "$T" > "$p-vanilla.json"
+        eval_ -m "$MR" --tasks "$T" --policy threshold --threshold 0.9 > "$p-threshold.json"
         eval_ -m "$MR" --tasks "$T" --policy dual-cache --threshold 0.9 > "$p-dual.json"
         eval_ -m "$MR" --tasks "$T" --policy need --threshold 0.9 > "$p-need.json"
         eval_ -m "$MR" --tasks "$T" --policy mbsd --threshold 0.9 --device npu-sim > "$p-mbsd.json"

@@ -233,6 +233,7 @@ def real(d):
                 print(f"| {label} | {acc(r)} | {per} | {r['nfe']:.1f} | {128 / r['nfe']:.2f} |")
         print()
     pols = [("vanilla", "vanilla, one token per step"), ("dual", "dual-cache + threshold 0.9"),
+            ("threshold", "threshold 0.9 (no cache: every row each forward)"),
             ("need", "need + threshold 0.9"), ("mbsd", "mbsd + threshold 0.9 (npu-sim)"),
             ("pipeline", "pipeline"), ("mbsd-rev", "mbsd + threshold 0.9 + --revise"),
             ("mbsd-sc", "mbsd + threshold 0.9 + --self-check")]
