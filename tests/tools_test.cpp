@@ -358,6 +358,17 @@ TEST(LladaCli, ArRefusesTheDiffusionOptions) {
     EXPECT_EQ(run(bin("llada-cli") + " -m " + ar + " -p x --gen 8").status, 0);
 }
 
+// llada-server's default policy (dual-cache at threshold 0.9) is decided where the CLI's
+// defaults are, before the flags are checked: --steps beside it is refused at startup, as a
+// request's 'steps' is, instead of being ignored. (timeout: a server that took the flag would
+// listen until killed, status 124.)
+TEST(LladaServer, StepsBesideTheDefaultThresholdIsRefusedAtStartup) {
+    Result r = run("timeout 20 " + bin("llada-server") + " -m " + fixture_model() +
+                   " --steps 8 --port 0 --max-gen 32");
+    EXPECT_EQ(r.status, 1) << r.err;
+    EXPECT_NE(r.err.find("--steps applies to the step schedule"), std::string::npos) << r.err;
+}
+
 // Dream's sampler from the command line: its flags only with it, no blocks.
 TEST(LladaCli, DreamPolicyRunsAndItsFlagsBelongToIt) {
     Result r = run(bin("llada-cli") + " -m " + fixture_model() +

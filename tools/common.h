@@ -68,6 +68,9 @@ struct DecodeFlags {
     // option the default policy does not take is not refused at startup (each request's
     // fields are, by the request parser).
     bool defaults_for_any_policy = false;
+    // Without --policy (and without --threshold / --factor), a diffusion model is decoded with
+    // a threshold of decode::kDefaultThreshold (llada-server: dual-cache at 0.9).
+    bool default_threshold = false;
     void add_to(ArgTable& args);
     // Applies the GGUF's recommended defaults (llada_cpp.gen_length, .block_length, .steps) for
     // the flags the user did not give, then checks the remaining relations.

@@ -254,6 +254,9 @@ void DecodeFlags::finish(const ArgTable& args, const model::Model& model) {
     const auto& g = model.gguf();
     // A causal model is decoded token by token unless the user asks otherwise.
     if (!args.given("--policy") && model.hparams().causal) policy = "ar";
+    if (!args.given("--policy") && !model.hparams().causal && default_threshold &&
+        !args.given("--threshold") && !args.given("--factor"))
+        opt.threshold = decode::kDefaultThreshold;
     // The file's recommendation for a flag not given; `flag` overrides a bad one.
     auto hint = [&](const char* key, const char* flag, int fallback) {
         auto v = g.opt_uint(key);

@@ -130,6 +130,7 @@ int main(int argc, char** argv) {
         dec.policy_default_help =
             "dual-cache with threshold 0.9, or ar for an autoregressive model";
         dec.defaults_for_any_policy = true;
+        dec.default_threshold = true;
         dec.add_to(args);
         devf.add_to(args);
         if (!args.parse(argc, argv)) return 0;
@@ -138,8 +139,6 @@ int main(int argc, char** argv) {
         if (!args.given("--policy")) dec.policy = "dual-cache";
         dec.finish(args, *lm.model);
         limits.check_slots = dec.opt.revise.tail_dense;
-        if (!args.given("--threshold") && dec.policy == "dual-cache")
-            dec.opt.threshold = decode::kDefaultThreshold;
         dec.set_calibration_file(model_path, threads);
         runtime::ThreadPool pool(threads);
         auto device = devf.make(pool);

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "decode/policy.h"
+#include "decode/registry.h"
 #include "npu/profile.h"
 #include "tools/bench/bench.h"
 #include "util/error.h"
@@ -81,7 +82,10 @@ AblationRun run_ablation_row(const tools::LoadedModel& lm, const AblationRow& ro
     opt.block = block;
     opt.steps = steps;
     opt.early_stop = 0;  // every block decoded, as a fixed-length benchmark
-    std::string policy = std::string(row.policy) == "vanilla" ? "vanilla" : cache_policy;
+    // Rows 1-3: a policy without a cache stays itself; a cache policy is the bench's choice.
+    std::string policy = decode::policy_info(row.policy).window == decode::WindowMode::Full
+                             ? std::string(row.policy)
+                             : cache_policy;
     const std::vector<decode::DecisionTrace>* replay = nullptr;
     const size_t index = static_cast<size_t>(&row - kAblation);
     if (index >= 4) policy = row.policy;
