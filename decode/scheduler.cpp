@@ -385,14 +385,27 @@ void Scheduler::fail(Entry& e, const Error& err) {
     e.planned = false;
 }
 
-GenerateResult run_alone(Stepper& s, model::Session& session, const StepCallback& on_step) {
+void run_to_end(model::Session& session, std::span<Stepper* const> steppers,
+                const StepCallback& on_step) {
     Scheduler sched(session);
-    sched.add(s);
-    while (!s.done()) {
-        sched.step();
-        if (on_step) on_step(s.event());
+    std::vector<Stepper*> live(steppers.begin(), steppers.end());
+    for (Stepper* s : live)
+        sched.add(*s);
+    while (!live.empty()) {
+        if (!sched.step()) break;  // (none had a step: every one is done)
+        if (on_step) on_step(steppers.front()->event());
+        std::erase_if(live, [&](Stepper* s) {
+            if (s->done()) sched.remove(*s);
+            return s->done();
+        });
     }
-    sched.remove(s);
+    for (Stepper* s : live)
+        sched.remove(*s);
+}
+
+GenerateResult run_alone(Stepper& s, model::Session& session, const StepCallback& on_step) {
+    Stepper* one[] = {&s};
+    run_to_end(session, one, on_step);
     return s.take_result();
 }
 

@@ -97,8 +97,13 @@ class Scheduler {
     double contention_ = 0.0;  // projected: extra share of the overlap lost to shared DRAM
 };
 
-// One stepper alone on `session` until it is done, `on_step` (when given) called after each
-// step with its event; returns its result.
+// Steppers on one scheduler of `session` until every one is done, each leaving as it
+// finishes: the one loop that the CLI's policies (one stepper) and test-time scaling (N) run.
+// (The server drives its long-lived scheduler itself: requests join and leave between steps.)
+// `on_step`, when given, is called after each step with the first stepper's event.
+void run_to_end(model::Session& session, std::span<Stepper* const> steppers,
+                const StepCallback& on_step = nullptr);
+// One stepper alone: run_to_end, then its result.
 GenerateResult run_alone(Stepper& s, model::Session& session,
                          const StepCallback& on_step = nullptr);
 

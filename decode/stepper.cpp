@@ -32,19 +32,10 @@ class StepperPolicy : public Policy {
 
     GenerateResult generate(std::span<const int32_t> prompt, const StepCallback& on_step) override {
         const auto t0 = std::chrono::steady_clock::now();
-        const int P = static_cast<int>(prompt.size());
-        check_canvas_fits(model_, P, opt_.gen);
-        const int L = P + opt_.gen;
-        const SessionShape shape = session_shape(name_, opt_, P, L);
-        // The cache may hold scratch slots past the context (--revise-tail dense); the
-        // canvas itself was checked against it above.
-        runtime::KvCache kv = session_cache(model_, shape, opt_);
-        model::Session session(model_, device_, kv, shape.rows, shape.outs, opt_.kernels);
-        const ForwardCost* cost = needs_lookahead_cost(name_, opt_)
-                                      ? &costs_.get(session, opt_, int64_t{shape.n_seq} * L, L)
-                                      : nullptr;
-        std::unique_ptr<Stepper> s = make_stepper(name_, model_, opt_, ids_, prompt, cost);
-        GenerateResult res = run_alone(*s, session, on_step);
+        GenerationSession gs(name_, model_, device_, opt_, static_cast<int>(prompt.size()), 1,
+                             costs_);
+        std::unique_ptr<Stepper> s = gs.stepper(opt_, ids_, prompt);
+        GenerateResult res = run_alone(*s, gs.session(), on_step);
         res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         return res;
     }
@@ -122,6 +113,39 @@ std::unique_ptr<Stepper> make_stepper(const std::string& policy, const model::Mo
                                       std::span<const int32_t> prompt, const ForwardCost* cost) {
     const PolicyInfo& p = policy_info(policy);
     return p.make(p, model, opt, ids, prompt, cost);
+}
+
+namespace {
+
+SessionShape checked_shape(const std::string& policy, const model::Model& model,
+                           const GenerateOptions& opt, int prompt_len, int n) {
+    check_canvas_fits(model, prompt_len, opt.gen);
+    return session_shape(policy, opt, prompt_len, prompt_len + opt.gen, n);
+}
+
+}  // namespace
+
+// The cache may hold scratch slots past the context (--revise-tail dense); the canvas itself is
+// checked against it first.
+GenerationSession::GenerationSession(const std::string& policy, const model::Model& model,
+                                     runtime::Device& device, const GenerateOptions& opt,
+                                     int prompt_len, int n, LookaheadCosts& costs)
+    : policy_(policy),
+      model_(model),
+      shape_(checked_shape(policy, model, opt, prompt_len, n)),
+      kv_(session_cache(model, shape_, opt)),
+      session_(model, device, kv_, shape_.rows, shape_.outs, opt.kernels) {
+    // mbsd --lookahead auto: a generation sizes its lookahead on one generation's cost table
+    // (as if alone; other candidates' rows in the same forward are not weighed).
+    if (needs_lookahead_cost(policy, opt)) {
+        const int64_t L = prompt_len + opt.gen;
+        cost_ = &costs.get(session_, opt, int64_t{sequences_per_generation(opt)} * L, L);
+    }
+}
+
+std::unique_ptr<Stepper> GenerationSession::stepper(const GenerateOptions& opt, const TokenIds& ids,
+                                                    std::span<const int32_t> prompt) const {
+    return make_stepper(policy_, model_, opt, ids, prompt, cost_);
 }
 
 std::unique_ptr<Policy> make_stepper_policy(const std::string& name, const model::Model& model,

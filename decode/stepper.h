@@ -140,6 +140,33 @@ int sequences_per_generation(const GenerateOptions& opt);
 // Whether the policy's generations size mbsd's lookahead from a forward cost (--lookahead auto).
 bool needs_lookahead_cost(const std::string& policy, const GenerateOptions& opt);
 
+// The private session of `n` generations of one prompt under `policy`: its shape, KV cache and
+// session, and (mbsd --lookahead auto) the forward cost that sizes the lookahead, taken from
+// `costs` (a table kept across prompts by its owner). The one place this sequence is written:
+// the CLI's policies and test-time scaling build it; llada-server's shared session is the
+// engine's (shared_session_shape). Throws llada::Error when the canvas does not fit.
+class GenerationSession {
+  public:
+    GenerationSession(const std::string& policy, const model::Model& model, runtime::Device& device,
+                      const GenerateOptions& opt, int prompt_len, int n, LookaheadCosts& costs);
+    GenerationSession(const GenerationSession&) = delete;
+    GenerationSession& operator=(const GenerationSession&) = delete;
+
+    model::Session& session() { return session_; }
+    // A stepper of one of the generations (`opt`: the session's options, a candidate's own
+    // seed say).
+    std::unique_ptr<Stepper> stepper(const GenerateOptions& opt, const TokenIds& ids,
+                                     std::span<const int32_t> prompt) const;
+
+  private:
+    std::string policy_;
+    const model::Model& model_;
+    SessionShape shape_;
+    runtime::KvCache kv_;
+    model::Session session_;
+    const ForwardCost* cost_ = nullptr;
+};
+
 // A stepper for `policy` (any of policy_names() but none of the model-free ones), after the
 // policy's own checks of the model and options. `cost` sizes mbsd's lookahead (null: none
 // available). Throws llada::Error naming what the policy cannot run.

@@ -19,40 +19,23 @@ CandidatesResult generate_candidates(const std::string& policy, const model::Mod
     if (n < 1 || n > 4096) throw Error("--tts must be in [1, 4096], got " + std::to_string(n));
     if (opt.noise != nullptr && n > 1) throw Error("--tts draws each candidate's own noise");
     const auto t0 = std::chrono::steady_clock::now();
-    const int P = static_cast<int>(prompt.size());
-    check_canvas_fits(model, P, opt.gen);
-    const int L = P + opt.gen;
-    const SessionShape shape = session_shape(policy, opt, P, L, n);
-    runtime::KvCache kv = session_cache(model, shape, opt);
-    model::Session session(model, device, kv, shape.rows, shape.outs, opt.kernels);
-    // mbsd --lookahead auto: each candidate sizes its lookahead on one candidate's cost table
-    // (as if alone; the other candidates' rows in the same forward are not weighed).
     LookaheadCosts costs;
-    const ForwardCost* cost =
-        needs_lookahead_cost(policy, opt)
-            ? &costs.get(session, opt, int64_t{sequences_per_generation(opt)} * L, L)
-            : nullptr;
+    GenerationSession gs(policy, model, device, opt, static_cast<int>(prompt.size()), n, costs);
+    model::Session& session = gs.session();
     std::vector<std::unique_ptr<Stepper>> gens;
+    std::vector<Stepper*> all;
     gens.reserve(static_cast<size_t>(n));
     for (int k = 0; k < n; ++k) {
         GenerateOptions o = opt;
         o.seed = opt.seed + static_cast<uint64_t>(k);
-        gens.push_back(make_stepper(policy, model, o, ids, prompt, cost));
+        gens.push_back(gs.stepper(o, ids, prompt));
+        all.push_back(gens.back().get());
     }
     CandidatesResult out;
-    {
-        Scheduler sched(session);
-        for (auto& g : gens)
-            sched.add(*g);
-        const int64_t forwards0 = session.stats().forwards;
-        while (sched.step()) {
-            for (auto& g : gens) {
-                if (g->done()) sched.remove(*g);
-            }
-        }
-        out.forwards = session.stats().forwards - forwards0;
-        out.rows = session.stats().rows;
-    }
+    const int64_t forwards0 = session.stats().forwards;
+    run_to_end(session, all);
+    out.forwards = session.stats().forwards - forwards0;
+    out.rows = session.stats().rows;
     out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     for (auto& g : gens) {
         out.candidates.push_back(g->take_result());
