@@ -12,8 +12,10 @@ computes anyway (a block's tokens, recomputed once committed) predict the right 
 wrong one was committed, so a check costs an LM-head row and no extra forward row.
 
     OMP_WAIT_POLICY=ACTIVE /usr/bin/python3 train/finetune_check.py   # -> models/tiny-llada-lc.gguf (~8 min)
+    OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 train/finetune_check.py --suite real
+        # tiny-llada-r -> models/tiny-llada-rc.gguf, the real suite's checker model
 
-Seeded; starts from models/tiny-llada-l.gguf (the shipped file, F32 weights).
+Seeded; starts from the shipped file (F32 weights) of the suite's model.
 """
 
 import argparse
@@ -33,6 +35,8 @@ import tasks  # noqa: E402
 import vocab  # noqa: E402
 from model import load_gguf  # noqa: E402
 
+# Per suite: the model fine-tuned and the name of the result.
+SUITE_MODELS = {"long": ("tiny-llada-l", "tiny-llada-lc"), "real": ("tiny-llada-r", "tiny-llada-rc")}
 CORRUPT_ROWS = 0.5  # share of rows with substituted tokens
 CORRUPT_WEIGHT = 10.0  # a substituted position's weight in the clean loss
 
@@ -66,20 +70,25 @@ def clean_loss(logits, tokens, clean, hit, n_rows):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--init", default=os.path.join(sft.MODELS_DIR, "tiny-llada-l.gguf"))
-    ap.add_argument("--export", default=os.path.join(sft.MODELS_DIR, "tiny-llada-lc.gguf"))
+    ap.add_argument("--suite", choices=sorted(SUITE_MODELS), default="long",
+                    help="the task suite, and with it the model fine-tuned and the name exported")
+    ap.add_argument("--init", help="the GGUF to start from (default: the suite's model)")
+    ap.add_argument("--export", help="where to write the result (default: models/<name>.gguf)")
     ap.add_argument("--steps", type=int, default=1200)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--lr", type=float, default=5e-4)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--threads", type=int, default=2)
     a = ap.parse_args()
+    base, name = SUITE_MODELS[a.suite]
+    a.init = a.init or os.path.join(sft.MODELS_DIR, base + ".gguf")
+    a.export = a.export or os.path.join(sft.MODELS_DIR, name + ".gguf")
     torch.set_num_threads(a.threads)
     sft.seed_all(a.seed)
     model, _ = load_gguf(a.init)
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.98), weight_decay=0.01)
-    task_names, gen_length, block_length = tasks.SUITES["long"]
+    task_names, gen_length, block_length = tasks.SUITES[a.suite]
     stream = sft.TaskStream(f"{a.seed}|check", task_names)
     gen = torch.Generator().manual_seed(a.seed + 1)
     rng = random.Random(f"corrupt|{a.seed}")
@@ -109,9 +118,9 @@ def main():
             print(json.dumps(dict(step=step + 1, loss=round(total, 5),
                                   elapsed_s=round(time.time() - t0, 1))), flush=True)
     model.eval()
-    desc = (f"tiny-llada-lc: train/finetune_check.py (seed {a.seed}, {a.steps} steps of batch "
-            f"{a.batch}, lr {a.lr:g}) from {os.path.relpath(a.init, sft.ROOT)}")
-    sft.export(model, a.export, "tiny-llada-lc", dict(description=desc), gen_length, block_length)
+    desc = (f"{name}: train/finetune_check.py --suite {a.suite} (seed {a.seed}, {a.steps} steps "
+            f"of batch {a.batch}, lr {a.lr:g}) from {os.path.relpath(a.init, sft.ROOT)}")
+    sft.export(model, a.export, name, dict(description=desc), gen_length, block_length)
     print(f"exported {a.export} in {time.time() - t0:.0f} s", flush=True)
 
 
