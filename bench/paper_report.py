@@ -341,7 +341,7 @@ def long_section(res, w, line):
     ar = "tiny-ar-r" if real else "tiny-ar-l"
     twin = (f"its AR twin {ar}" if tm in ("tiny-llada-l", "tiny-llada-r")
             else f"the AR twin {ar}")
-    what = ("the real suite: walks, picks and agreeing sentences with many valid answers, each "
+    what = ("the real suite: graph walks and agreeing sentences with many valid answers, each "
             "scored by its checker, and column addition; train/tasks_real.py" if real else
             "ladd and lsub: scratchpad arithmetic whose later blocks read what earlier blocks "
             "wrote")
