@@ -71,7 +71,7 @@ def stick_section(res, w):
       "many tokens that model commits per forward against a real 8B model. Published, LLaDA-8B-"
       "Instruct on GSM8K-CoT: " + ", ".join(f"{n} {v:.2f}" for n, v in PUBLISHED_TPF) +
       " tokens per forward (docs/real-model-decoding.md). The realistic regime's traces are "
-      f"{trace_model(res)}'s on models/tasks/{trace_tasks(res)} (the real suite: walks, picks "
+      f"{trace_model(res)}'s on models/tasks/{trace_tasks(res)} (the real suite: graph walks "
       "and agreeing sentences with many valid answers, and column addition; "
       "train/tasks_real.py); the easy regime's are "
       f"{res['easy']['trace_model'] if 'easy' in res else 'tiny-llada-lc'}'s on the long suite, "
