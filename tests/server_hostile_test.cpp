@@ -36,6 +36,14 @@ int64_t metric(const std::string& body, const std::string& name) {
     return -1;
 }
 
+// POSTs a JSON body; (status, body), or (0, "") with a failure when nothing answered.
+std::pair<int, std::string> post_json(httplib::Client& c, const std::string& path, const json& body,
+                                      const httplib::Headers& headers = {}) {
+    auto r = c.Post(path.c_str(), headers, body.dump(), "application/json");
+    EXPECT_TRUE(r) << path << " " << body.dump();
+    return r ? std::make_pair(r->status, r->body) : std::make_pair(0, std::string());
+}
+
 // The unnamed events of a server-sent stream, parsed, up to [DONE].
 std::vector<json> sse_events(const std::string& stream) {
     std::vector<json> out;
@@ -380,9 +388,7 @@ TEST(ServerApi, OpenAiFieldsUtilityEndpointsAndRefusedCombinations) {
     httplib::Client c = client(s.port);
     const httplib::Headers auth = {{"Authorization", "Bearer k"}};
     auto post = [&](const std::string& path, const json& body) {
-        auto r = c.Post(path.c_str(), auth, body.dump(), "application/json");
-        EXPECT_TRUE(r) << path << " " << body.dump();
-        return r ? std::make_pair(r->status, r->body) : std::make_pair(0, std::string());
+        return post_json(c, path, body, auth);
     };
     auto text_of = [](const std::string& body) {
         return json::parse(body)["choices"][0]["text"].get<std::string>();
@@ -519,11 +525,7 @@ TEST(ServerApi, LogprobsInBothEndpoints) {
     Server s({});
     ASSERT_GT(s.port, 0);
     httplib::Client c = client(s.port);
-    auto post = [&](const std::string& path, const json& body) {
-        auto r = c.Post(path.c_str(), body.dump(), "application/json");
-        EXPECT_TRUE(r) << path << " " << body.dump();
-        return r ? std::make_pair(r->status, r->body) : std::make_pair(0, std::string());
-    };
+    auto post = [&](const std::string& path, const json& body) { return post_json(c, path, body); };
     auto [st, body] =
         post("/v1/completions", json{{"prompt", kPrompt}, {"max_tokens", 16}, {"logprobs", 3}});
     ASSERT_EQ(st, 200) << body;
@@ -604,11 +606,7 @@ TEST(ServerApi, StreamedLogprobsAddUpToTheWholeAnswers) {
     Server s({});
     ASSERT_GT(s.port, 0);
     httplib::Client c = client(s.port);
-    auto post = [&](const std::string& path, const json& body) {
-        auto r = c.Post(path.c_str(), body.dump(), "application/json");
-        EXPECT_TRUE(r) << path << " " << body.dump();
-        return r ? std::make_pair(r->status, r->body) : std::make_pair(0, std::string());
-    };
+    auto post = [&](const std::string& path, const json& body) { return post_json(c, path, body); };
     const json req = {{"prompt", kPrompt}, {"max_tokens", 24}, {"logprobs", 2}};
     auto [st, whole] = post("/v1/completions", req);
     ASSERT_EQ(st, 200) << whole;
