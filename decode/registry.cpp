@@ -104,9 +104,14 @@ std::string policies_taking(Takes t) {
     return s;
 }
 
-const PolicyInfo& policy_info(std::string_view name) {
+const PolicyInfo* find_policy(std::string_view name) {
     for (const PolicyInfo& p : kPolicies)
-        if (name == p.name) return p;
+        if (name == p.name) return &p;
+    return nullptr;
+}
+
+const PolicyInfo& policy_info(std::string_view name) {
+    if (const PolicyInfo* p = find_policy(name)) return *p;
     throw Error("unknown policy '" + std::string(name) + "' (available: " + policy_list() + ")");
 }
 
@@ -117,6 +122,11 @@ std::string not_taken(std::string_view option, Takes t, const PolicyInfo& p,
                                  ? std::string(policy_word) + takers
                                  : "the policies " + takers;
     return std::string(option) + " applies to " + whom + ", not " + p.name;
+}
+
+bool engine_refuses(const PolicyInfo& p, Takes t) {
+    return p.diffusion() && (t == Takes::CommitRule || t == Takes::Steps || t == Takes::Refresh ||
+                             t == Takes::Revise || t == Takes::SelfCheck);
 }
 
 }  // namespace llada::decode

@@ -77,6 +77,8 @@ struct PolicyInfo {
 
 // Every policy, in the order --help lists them.
 std::span<const PolicyInfo> policies();
+// The policy called `name`, or null when there is none.
+const PolicyInfo* find_policy(std::string_view name);
 // The policy called `name`; throws llada::Error naming the available ones.
 const PolicyInfo& policy_info(std::string_view name);
 // "a, b, c": the names of the policies that take `t` (every policy when t is not given).
@@ -87,5 +89,9 @@ std::string policies_taking(Takes t);
 // (`--policy ` or `policy `): "--lookahead applies to --policy mbsd, not need".
 std::string not_taken(std::string_view option, Takes t, const PolicyInfo& p,
                       std::string_view policy_word = "--policy ");
+// Whether the step engine itself refuses an option of group `t` that policy `p` does not take,
+// with its own reason (a diffusion policy's commit rule, steps, refresh, revision and
+// self-checks): the flag and request checks then leave it to the engine instead of not_taken.
+bool engine_refuses(const PolicyInfo& p, Takes t);
 
 }  // namespace llada::decode

@@ -288,12 +288,7 @@ void DecodeFlags::finish(const ArgTable& args, const model::Model& model) {
     // server's request parser says the same); the diffusion policies' commit rule, steps,
     // revision and self-checks are refused by the step engine's own checks, which say why.
     for (const auto& [flag, group] : kOptionGroups) {
-        const bool engine_says_why =
-            info.diffusion() &&
-            (group == decode::Takes::CommitRule || group == decode::Takes::Steps ||
-             group == decode::Takes::Revise || group == decode::Takes::SelfCheck ||
-             group == decode::Takes::Refresh);
-        if (args.given(flag) && !info.takes_option(group) && !engine_says_why &&
+        if (args.given(flag) && !info.takes_option(group) && !decode::engine_refuses(info, group) &&
             !defaults_for_any_policy)
             throw Error(decode::not_taken(flag, group, info));
     }

@@ -189,11 +189,8 @@ ParsedRequest parse_request(const json& body_in, const std::string& default_poli
     if (body.contains("policy")) {
         if (!body["policy"].is_string()) throw Error("'policy' must be a string");
         p.policy = body["policy"];
-        try {
-            decode::policy_info(p.policy);
-        } catch (const Error&) {
+        if (decode::find_policy(p.policy) == nullptr)
             throw Error("'policy' '" + p.policy + "' is not one of " + decode::policy_list());
-        }
     }
     const decode::PolicyInfo& info = decode::policy_info(p.policy);
     // A field of a group the policy does not take is refused with the registry's words (the
@@ -206,10 +203,8 @@ ParsedRequest parse_request(const json& body_in, const std::string& default_poli
         {"lookahead", decode::Takes::Lookahead},
         {"revise", decode::Takes::Revise}};
     for (const auto& [field, group] : kFields) {
-        const bool engine_says_why = info.diffusion() && (group == decode::Takes::Steps ||
-                                                          group == decode::Takes::CommitRule ||
-                                                          group == decode::Takes::Revise);
-        if (body.contains(field) && !info.takes_option(group) && !engine_says_why)
+        if (body.contains(field) && !info.takes_option(group) &&
+            !decode::engine_refuses(info, group))
             throw Error(decode::not_taken("'" + std::string(field) + "'", group, info, "policy "));
     }
     if (body.contains("revise")) {
