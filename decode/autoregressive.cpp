@@ -68,7 +68,7 @@ class ArStepper : public Stepper {
         int32_t next = -1;
         float conf = 0.0f;
         if (fused_) {
-            const kernels::RowStats& st = *preds[0].stats;
+            const model::HeadStats& st = *preds[0].stats;
             check_finite_logit(st.token < 0 ? NAN : st.max, at);
             next = st.token;
             conf = 1.0f / st.sum_exp;
@@ -109,7 +109,6 @@ class ArStepper : public Stepper {
         record_step_cost(res_, device_rows, ms);
     }
 
-    const ReviseOptions& revise_options() const override { return opt_.revise; }
     const GenerateResult& result() const override { return res_; }
     GenerateResult take_result() override {
         // Positions after an early stop read as end of text, as a diffusion canvas would.

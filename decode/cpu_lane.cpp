@@ -3,26 +3,21 @@
 
 #include <chrono>
 
-#include "npu/profile.h"
-
 namespace llada::decode {
 
 CpuLane::CpuLane(const model::Model& model, const runtime::KvCache& like, int threads,
-                 const runtime::PlanOptions& kernels, const runtime::CpuDeviceOptions& device,
-                 bool serial)
+                 const runtime::PlanOptions& kernels, const runtime::CompanionCpu& cpu, bool serial)
     // Slots [n_pos, 2 n_pos) of each sequence hold the check rows' own K/V (beyond every
     // row's attention span).
     : kv_(like.n_layer(), like.n_seq(), 2 * like.n_pos(), like.n_kv_head(), like.head_dim(),
           like.f16()),
       pool_(threads),
-      device_(runtime::make_cpu_device(pool_, device)),
+      device_(runtime::make_cpu_device(pool_, cpu.device)),
       // Per sequence: a K/V refresh and a check row per position at most.
       session_(model, *device_, kv_, int64_t{2} * like.n_seq() * like.n_pos(),
                int64_t{like.n_seq()} * like.n_pos(), kernels),
-      serial_(serial) {
-    if (!device.projection_profile.empty()) {
-        copy_gbps_ = npu::find_profile(device.projection_profile).host_copy_gbps;
-    }
+      serial_(serial),
+      copy_gbps_(cpu.copy_gbps) {
     if (!serial_) thread_ = std::thread([this] { worker(); });
 }
 

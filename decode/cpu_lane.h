@@ -14,6 +14,7 @@
 
 #include "model/model.h"
 #include "runtime/device.h"
+#include "runtime/devices.h"
 #include "runtime/kv_cache.h"
 #include "runtime/thread_pool.h"
 
@@ -21,12 +22,11 @@ namespace llada::decode {
 
 class CpuLane {
   public:
-    // A lane for generations on a session over `like` (the mirror takes its shape). `device`
-    // sets the lane's projection (a projected CPU device when the dense device is projected).
+    // A lane for generations on a session over `like` (the mirror takes its shape). `cpu` is the
+    // host CPU beside the dense device (runtime::companion_cpu): the lane's projection.
     // serial: the forward runs inside wait(), on the calling thread (the same work, in order).
     CpuLane(const model::Model& model, const runtime::KvCache& like, int threads,
-            const runtime::PlanOptions& kernels, const runtime::CpuDeviceOptions& device,
-            bool serial);
+            const runtime::PlanOptions& kernels, const runtime::CompanionCpu& cpu, bool serial);
     ~CpuLane();
     CpuLane(const CpuLane&) = delete;
     CpuLane& operator=(const CpuLane&) = delete;

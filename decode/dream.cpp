@@ -201,7 +201,6 @@ class DreamStepper : public Stepper {
         record_step_cost(res_, device_rows, ms);
     }
 
-    const ReviseOptions& revise_options() const override { return opt_.revise; }
     const GenerateResult& result() const override { return res_; }
     GenerateResult take_result() override { return std::move(res_); }
     std::span<const TokenState> states() const override { return states_; }

@@ -3,42 +3,19 @@
 // Policies differ in which rows a step computes (the window mode) and how many positions it
 // commits (the commit rule).
 //
-// vanilla      LLaDA's reference generate(), decision for decision: every step is a forward over
-//              the whole canvas; the schedule (get_num_transfer_tokens) commits a fixed number of
-//              masked positions of the current block by confidence; all scheduled steps run.
-// prefix-cache Fast-dLLM's prefix cache: at the start of each block (and every `refresh` steps) a
-//              full forward refreshes every position's K/V and serves as that step's prediction;
-//              the other steps compute only the rows from the block start to the end of the
-//              canvas (block + suffix) against the cached K/V of the prefix. Approximation: the
-//              prefix K/V are those of the refresh, so they do not see the block's later commits.
-// dual-cache   Fast-dLLM's dual cache: as prefix-cache, but the other steps compute only the
-//              block's rows; the suffix K/V are also those of the refresh.
-// threshold    every step a full forward, like vanilla, but the commit rule is parallel.
-// need         windows of need: the first forward computes the whole canvas; after that a step
-//              computes only the current block's masked rows and the committed rows whose K/V
-//              were computed before their token was committed (each such row once, in the next
-//              forward), and serves everything else from the cache. Where this differs from
-//              dual-cache: there is no full refresh at block starts, so a committed token's K/V
-//              (and the suffix's) keep the context of the forward that computed them, and the
-//              block's committed rows are not recomputed every step.
-// mbsd         need + multi-block speculation: lookahead rows from the next block(s) join the
-//              window; their predictions become drafts (token + confidence). Blocks commit
-//              strictly left to right: when a block becomes current, its first forward re-predicts
-//              every position of it; a draft is accepted (committed) when that re-prediction is the
-//              same token with confidence >= --accept, and otherwise returns to masked; the commit
-//              rule then runs over the block's masked positions as usual. Draft rows feed the mask
-//              token (default) or the draft token (DraftInput); either way a draft's K/V is only
-//              ever in its own slot, which is recomputed when the position's state changes.
-// pipeline     need + later blocks decoding beside the current one (training-free pipelined
-//              blocks, decode/pipeline.h): once the block before it is --pipeline-start along, a
-//              later block (up to --pipeline-depth) joins the window and commits its own
-//              positions at --pipeline-threshold (at least --pipeline-min per step). Those
-//              commits are real tokens (context for every later row) but count only once a check
-//              predicts the same token with confidence >= --pipeline-accept, in block order: a
-//              shadow row beside the token (several blocks per forward, the longest passing
-//              prefix kept), or the mask fed there in the block's first forward (mask mode);
-//              else the position is masked again. A block is over only when none of its
-//              positions waits for verification.
+// Each policy's window (which rows a step computes) is planned in decode/windows_fixed.cpp
+// (vanilla, prefix-cache, dual-cache, threshold) and decode/windows_need.cpp (need, and mbsd's
+// and the pipeline's additions to it), each described there. What the generator adds:
+// mbsd         blocks commit strictly left to right: when a block becomes current, its first
+//              forward re-predicts every position of it; a draft is accepted (committed) when
+//              that re-prediction is the same token with confidence >= --accept, and otherwise
+//              returns to masked; the commit rule then runs over the block's masked positions.
+// pipeline     a later block decoding beside the current one commits its own positions at
+//              --pipeline-threshold (at least --pipeline-min per step). Those commits are real
+//              tokens (context for every later row) but count only once a check predicts the same
+//              token with confidence >= --pipeline-accept, in block order; else the position is
+//              masked again. A block is over only when none of its positions waits for
+//              verification.
 // Commit rules: the schedule; threshold tau (every masked position of the block with confidence
 // >= tau, at least the most confident); factor f (the n-th most confident needs
 // >= 1 - f / (n + 1), at least one). With a parallel rule a block takes as many steps as it needs
@@ -50,6 +27,7 @@
 #include <cmath>
 
 #include "decode/trace.h"
+#include "decode/windows.h"
 #include "util/error.h"
 
 namespace llada::decode {
@@ -297,10 +275,7 @@ Generator::Generator(const model::Model& model, const GenerateOptions& opt, cons
     later_cand_.reserve(L_);
     check_tok_.reserve(L_);
     check_cand_.reserve(L_);
-    checks_.reserve(L_);
-    check_due_.assign(static_cast<size_t>(L_), 0);
-    main_preds_.reserve(rows);
-    check_preds_.reserve(L_);
+    if (opt_.self_check.on) sc_ = SelfChecks(opt_.self_check, L_, opt_.replay != nullptr);
     verdicts_.reserve(L_);
     chosen_.reserve(L_);
     committed_.reserve(L_);
@@ -460,8 +435,9 @@ void Generator::start_block() {
     rule_.start_block(block_masked());
     // Self-checks: a block that a later forward refreshes (and so checks) commits at the lower
     // bar; the last block at --threshold.
-    if (opt_.self_check.on && opt_.self_check.threshold > 0.0) {
-        rule_.set_threshold(block_ + 1 < n_blocks_ ? opt_.self_check.threshold : opt_.threshold);
+    if (sc_.on()) {
+        if (const double t = sc_.block_threshold(block_, n_blocks_, opt_.threshold); t > 0.0)
+            rule_.set_threshold(t);
     }
 }
 
@@ -481,7 +457,7 @@ void Generator::finish_block() {
         // forward checks it).
         bool ended = false, due = false;
         for (int p = P_; p < b1 && !ended; ++p) {
-            due = due || (opt_.self_check.on && check_due_[p] != 0);
+            due = due || (sc_.on() && sc_.due(p));
             ended = x[p] == ids_.eos || x[p] == ids_.eot;
         }
         ended = ended && !due;
@@ -504,7 +480,6 @@ const StepRequest& Generator::plan_step() {
     need_.clear();
     look_.clear();
     stale_.clear();
-    checks_.clear();
     n_cur_ = 0;
     // T > 0 samples in the fused head too (Gumbel-max over the counter generator's draws), unless
     // the noise is a replayed stream the head cannot read.
@@ -517,10 +492,8 @@ const StepRequest& Generator::plan_step() {
     req_.dense = !blocks_done_;
     if (!req_.dense) {
         // Every block is decoded; the CPU path goes on checking until every token is stable.
-    } else if (cfg_.window == WindowMode::Need) {
-        plan_need();
     } else {
-        plan_classic();
+        plan_window();
     }
     if (opt_.revise.on) rev_.plan(revision_canvas(), req_.rows, req_.dense, req_.cpu_rows);
     if (gumbel && !req_.need_logits) {
@@ -538,131 +511,47 @@ const StepRequest& Generator::plan_step() {
     return req_;
 }
 
-void Generator::plan_classic() {
-    const auto& x = res_.canvas;
-    const int block_start = P_ + block_ * opt_.block, block_end = block_start + opt_.block;
-    const int i = step_in_block_;
-    // Which rows this step computes: a full refresh, or the cached policy's window.
-    const bool full =
-        cfg_.window == WindowMode::Full || i == 0 || (opt_.refresh > 0 && i % opt_.refresh == 0);
-    // (With shifted logits the window starts one row early: that row decides the block's first
-    // position.)
-    const int w0 = full ? 0 : block_start - shift_;
-    const int w1 = full || cfg_.window == WindowMode::Prefix ? L_ : block_end;
-    // Rows whose prediction can matter: masked positions before the block's end (under
-    // revision, remasked positions before the window join it).
-    const int n0 = opt_.revise.on ? P_ : w0;
-    for (int p = n0; p < std::min(w1, block_end); ++p) {
-        if (x[p] == ids_.mask) need_.push_back(p);
+void Generator::plan_window() {
+    const WindowInputs in{.tokens = res_.canvas,
+                          .states = state_,
+                          .kv_tok = kv_tok_,
+                          .prompt_index = prompt_index_,
+                          .prompt_len = P_,
+                          .canvas_len = L_,
+                          .block = block_,
+                          .block_len = opt_.block,
+                          .step_in_block = step_in_block_,
+                          .first_forward = global_step_ == 0,
+                          .shift = shift_,
+                          .n_seq = n_seq(),
+                          .mask = ids_.mask,
+                          .revise = opt_.revise.on};
+    PlannedWindow out{req_.rows, need_, n_cur_, look_, stale_};
+    if (cfg_.window != WindowMode::Need) {
+        plan_fixed_window(in, cfg_.window, opt_.refresh, out);
+        return;
     }
-    size_t k = 0;
-    for (int s = 0; s < n_seq(); ++s) {
-        k = 0;
-        for (int p = std::min(n0, w0); p < w1; ++p) {
-            const int q = p + shift_;  // the position row p decides
-            if (p < w0 && !(q < L_ && x[q] == ids_.mask)) continue;
-            const bool predict = k < need_.size() && need_[k] == q;
-            k += predict;
-            const int32_t tok = s == 1 && prompt_index_[p] ? ids_.mask : x[p];
-            req_.rows.push_back({tok, p, s, p, -1, predict});
+    NeedParts parts;
+    parts.pipeline = cfg_.pipeline ? &pipe_ : nullptr;
+    parts.speculation = cfg_.speculate ? &spec_ : nullptr;
+    parts.reviser = opt_.revise.on ? &rev_ : nullptr;
+    parts.draft_input = opt_.draft_input;
+    if (sc_.on()) {
+        // A replay checks as many stale rows as the traced step did, the leftmost.
+        int traced = 0;
+        if (opt_.replay != nullptr) {
+            const TraceStep* t = replay_step(*opt_.replay, n_blocks_, block_, step_in_block_);
+            traced = t != nullptr ? t->checks : 0;
         }
+        sc_.begin_step(traced);
+        parts.self_checks = &sc_;
     }
-    n_cur_ = static_cast<int>(need_.size());
-}
-
-void Generator::plan_need() {
-    const auto& x = res_.canvas;
-    const int block_start = P_ + block_ * opt_.block, block_end = block_start + opt_.block;
-    const bool first = global_step_ == 0;
-    const int n0 = opt_.revise.on ? P_ : block_start;
-    // pipeline: later blocks' masked positions join once the block before each is far enough
-    // along; ahead commits are checked (fed the mask, or by a shadow row beside the token).
-    const int end = cfg_.pipeline ? pipe_.active_end(block_, state_) : block_end;
-    if (cfg_.pipeline) pipe_.plan_checks(block_, end, state_);
-    n_cur_ = 0;
-    for (int p = n0; p < end; ++p) {
-        if (state_[p] == TokenState::Masked || state_[p] == TokenState::Draft ||
-            (cfg_.pipeline && pipe_.checked(p))) {
-            need_.push_back(p);
-            n_cur_ += p < block_end;
-        }
-    }
-    auto verify_at = [&](int p) { return cfg_.pipeline && pipe_.checked(p) && pipe_.masks(); };
-    auto shadow_at = [&](int p) { return cfg_.pipeline && pipe_.checked(p) && pipe_.shadow(); };
-    // Committed positions whose slot does not hold their token's K/V yet (a revised token's
-    // K/V are the CPU path's to recompute; a verified one's slot gets the mask's this step).
-    auto stale_at = [&](int p) {
-        const bool committed = state_[p] == TokenState::Visible || state_[p] == TokenState::Stable;
-        const bool lane_refreshes = opt_.revise.on && rev_.needs_refresh(p);
-        return committed && kv_tok_[p] != x[p] && !lane_refreshes && !verify_at(p);
-    };
-    int n_stale = 0;
-    for (int p = 0; p < L_ && !first; ++p)
-        n_stale += stale_at(p);
-    // Self-checks: the stale rows whose tokens are due a check (a replay: as many as the traced
-    // step checked, the leftmost).
-    int replay_checks = 0;
-    if (opt_.self_check.on && opt_.replay != nullptr) {
-        const TraceStep* t = replay_step(*opt_.replay, n_blocks_, block_, step_in_block_);
-        replay_checks = t != nullptr ? t->checks : 0;
-    }
-    auto check_at = [&](int p) {
-        if (opt_.replay == nullptr) return check_due_[p] != 0;
-        if (replay_checks == 0) return false;
-        --replay_checks;
-        return true;
-    };
     if (cfg_.speculate) {
-        const int last_commits =
+        parts.last_commits =
             step_in_block_ > 0 && !res_.steps.empty() ? res_.steps.back().committed : -1;
-        spec_.plan(state_, block_end, n_stale + static_cast<int>(need_.size()), block_masked(),
-                   last_commits, look_);
+        parts.block_masked = block_masked();
     }
-    size_t in = 0, il = 0;
-    for (int s = 0; s < n_seq(); ++s) {
-        in = il = 0;
-        for (int p = 0; p < L_; ++p) {
-            // Row p decides position q (p itself, or p + 1 with shifted logits).
-            const int q = p + shift_;
-            const bool is_need = in < need_.size() && need_[in] == q;
-            const bool is_look = il < look_.size() && look_[il] == q;
-            in += is_need;
-            il += is_look;
-            const bool committed =
-                state_[p] == TokenState::Visible || state_[p] == TokenState::Stable;
-            // A row of a later block that is still masked (or a draft).
-            const bool future = p >= end && !committed;
-            const bool stale = stale_at(p);
-            if (!(first || is_need || is_look || stale)) continue;
-            if (s == 0 && stale && !first) stale_.push_back(p);
-            if (shadow_at(q)) {
-                // A check of an ahead commit: the token stays context for every other row (its
-                // K/V written when stale), and a shadow row predicts the position blind to it.
-                if (stale) req_.rows.push_back({x[p], p, s, p, -1, false});
-                req_.rows.push_back({ids_.mask, p, s, -1, p, true});
-                continue;
-            }
-            int32_t tok = committed && !verify_at(p) ? x[p] : ids_.mask;
-            if (s == 1 && prompt_index_[p]) tok = ids_.mask;
-            if (is_look && opt_.draft_input == DraftInput::Token && spec_.draft(p) >= 0 &&
-                !(s == 1 && prompt_index_[p])) {
-                // A draft fed as a token: one row writes its K/V (context for the rows around
-                // it), and a shadow row (the mask, no K/V, not seeing slot p) re-predicts the
-                // position, as the model only predicts masked positions.
-                req_.rows.push_back({spec_.draft(p), p, s, p, -1, false});
-                req_.rows.push_back({ids_.mask, p, s, -1, p, true});
-                continue;
-            }
-            // A draft row fed the mask writes nothing: the cache keeps what the policy without
-            // speculation would have there. Fed its draft token, it writes its own slot, so
-            // that the rows around it see the draft.
-            const bool writes = !future || first;
-            // Self-checks: a row refreshing a committed token's K/V also predicts it.
-            const bool check = opt_.self_check.on && stale && !first && s == 0 && check_at(p);
-            if (check) checks_.push_back(p);
-            req_.rows.push_back({tok, p, s, writes ? p : -1, -1, is_need || is_look || check});
-        }
-    }
+    plan_need_window(in, parts, out);
 }
 
 void Generator::predict(std::span<const RowPrediction> preds, int n_pred) {
@@ -680,23 +569,22 @@ void Generator::predict(std::span<const RowPrediction> preds, int n_pred) {
         const RowPrediction& pr = preds[r];
         if (pr.stats != nullptr && !req_.need_logits && opt_.temperature > 0.0) {
             // The fused head's Gumbel-max draw (the same draw as the unfused path's).
-            const kernels::RowStats& st = *pr.stats;
+            const model::HeadStats& st = *pr.stats;
             check_finite_logit(st.gumbel_token < 0 ? NAN : st.gumbel_logit, pos_of(r));
             cand_[r].token = st.gumbel_token;
-            cand_[r].confidence = kernels::row_gumbel_confidence(st);
+            cand_[r].confidence = model::head_gumbel_confidence(st);
             if (opt_.logprobs >= 0) step_logprob_[pos_of(r)] = std::log(cand_[r].confidence);
             continue;
         }
         if (pr.stats != nullptr && !req_.need_logits) {
-            const kernels::RowStats& st = *pr.stats;
+            const model::HeadStats& st = *pr.stats;
             check_finite_logit(st.token < 0 ? NAN : st.max, pos_of(r));
             cand_[r].token = st.token;
-            cand_[r].confidence = kernels::row_confidence(st);
+            cand_[r].confidence = model::head_confidence(st);
             // Outside the reference policy, a mask id is never committed: use the runner-up.
             if (banned >= 0 && cand_[r].token == banned && st.second >= 0) {
                 cand_[r].token = st.second;
-                cand_[r].confidence =
-                    std::exp(st.second_max - st.max) * kernels::row_confidence(st);
+                cand_[r].confidence = std::exp(st.second_max - st.max) * model::head_confidence(st);
             }
             if (opt_.logprobs >= 0) step_logprob_[pos_of(r)] = std::log(cand_[r].confidence);
             continue;
@@ -725,72 +613,6 @@ void Generator::predict(std::span<const RowPrediction> preds, int n_pred) {
         // The reference draws these in float32.
         for (int r = 0; r < n_pred; ++r)
             cand_[r].confidence = static_cast<float>(noise_->at(pos_of(r)));
-    }
-}
-
-std::span<const RowPrediction> Generator::split_self_checks(std::span<const RowPrediction> preds) {
-    // The predicted rows are in row order: the checks (stale_) interleave with the block's and
-    // the lookahead's rows by position.
-    main_preds_.clear();
-    check_preds_.clear();
-    size_t r = 0, c = 0;
-    for (const RowRequest& row : req_.rows) {
-        if (!row.predict) continue;
-        const bool check = c < checks_.size() && checks_[c] == row.pos;
-        (check ? check_preds_ : main_preds_).push_back(preds[r++]);
-        c += check;
-    }
-    assert(r == preds.size() && c == checks_.size());
-    return main_preds_;
-}
-
-void Generator::self_check(StepInfo& info) {
-    const int64_t V = model_.hparams().n_vocab;
-    const auto& x = res_.canvas;
-    check_tok_.clear();
-    check_cand_.clear();
-    for (size_t i = 0; i < checks_.size(); ++i) {
-        const RowPrediction& pr = check_preds_[i];
-        Candidate c;
-        if (pr.stats != nullptr && !req_.need_logits) {
-            check_finite_logit(pr.stats->token < 0 ? NAN : pr.stats->max, checks_[i]);
-            c = {pr.stats->token, kernels::row_confidence(*pr.stats)};
-        } else {
-            c = pick_candidate(pr.logits, V, 0.0, *noise_, 0);
-            check_finite_logit(pr.logits[c.token], checks_[i]);
-            c.confidence = softmax_prob(pr.logits, V, c.token);
-        }
-        check_tok_.push_back(x[checks_[i]]);
-        check_cand_.push_back(c);
-    }
-    decisions_->judge_self_checks(checks_, check_tok_, check_cand_, opt_.self_check.accept,
-                                  ids_.mask, chosen_);
-    info.checks = static_cast<int>(checks_.size());
-    info.revised = static_cast<int>(chosen_.size());
-    res_.revision.checks += info.checks;
-    res_.revision.revisions += info.revised;
-    for (int p : checks_)
-        check_due_[p] = 0;
-    for (int i : chosen_) {
-        const int p = checks_[static_cast<size_t>(i)];
-        const int32_t to = check_cand_[static_cast<size_t>(i)].token;
-        check_spellable(ids_, to, p);
-        res_.revision_events.push_back({p, res_.canvas[p], to, global_step_});
-        // The slot keeps the old token's K/V: the next forward recomputes them and checks the
-        // new token.
-        res_.canvas[p] = to;
-        if (opt_.logprobs >= 0) {  // the check's distribution committed the new token
-            const RowPrediction& pr = check_preds_[static_cast<size_t>(i)];
-            res_.logprobs[p] = std::log(check_cand_[static_cast<size_t>(i)].confidence);
-            if (opt_.logprobs > 0 && pr.logits != nullptr)
-                top_logprobs(pr.logits, V, opt_.logprobs, res_.top_logprobs[p]);
-        }
-        check_due_[p] = 1;
-    }
-    // This step's commits were decided beside the replaced tokens: each is checked in turn.
-    if (!chosen_.empty()) {
-        for (int p : committed_)
-            check_due_[p] = 1;
     }
 }
 
@@ -837,10 +659,7 @@ struct Generator::Actions final : BlockActions {
     void commit(int p, int32_t token, float confidence, bool counted) override {
         g.commit(p, token);
         // Self-checks: a token committed below --self-check-below is due a check.
-        if (g.opt_.self_check.on) {
-            const double below = g.opt_.self_check.below;
-            g.check_due_[p] = below >= 1.0 || confidence < below;
-        }
+        if (g.sc_.on()) g.sc_.committed(p, confidence);
         if (!counted) return;
         g.res_.confidence_sum += confidence;
         ++g.res_.confidence_n;
@@ -854,10 +673,10 @@ void Generator::apply(std::span<const RowPrediction> preds,
     assert(!done_);
     const int n_need = static_cast<int>(need_.size());
     const int n_pred = n_need + static_cast<int>(look_.size());
-    const int n_checks = static_cast<int>(checks_.size());
+    const int n_checks = sc_.on() ? static_cast<int>(sc_.checks().size()) : 0;
     assert(static_cast<int>(preds.size()) == n_pred * n_seq() + n_checks);
     const auto lm_head_rows = static_cast<int64_t>(preds.size());
-    if (n_checks > 0) preds = split_self_checks(preds);
+    if (n_checks > 0) preds = sc_.split(req_.rows, preds);
     assert(static_cast<int>(cpu_preds.size()) == (opt_.revise.on ? rev_.checks() : 0));
     StepInfo info;
     info.step = global_step_;
@@ -891,7 +710,10 @@ void Generator::apply(std::span<const RowPrediction> preds,
         Actions act(*this, info);
         decisions_->decide(view, rule_, spec_, act);
         if (cfg_.pipeline) commit_ahead(info);
-        if (n_checks > 0) self_check(info);
+        if (n_checks > 0) {
+            sc_.judge(*decisions_, *noise_, req_.need_logits, model_.hparams().n_vocab, committed_,
+                      {res_.canvas, ids_, res_, opt_.logprobs, global_step_}, info);
+        }
         info.drafts_proposed += spec_.propose_all(look_, look_cand_, state_);
         spec_.stepped(static_cast<int>(committed_.size()), step_in_block_ == 0);
     }

@@ -17,9 +17,9 @@
 #include "decode/registry.h"
 #include "decode/revision.h"
 #include "decode/sampling.h"
+#include "decode/self_check.h"
 #include "decode/speculation.h"
 #include "decode/stepper.h"
-#include "kernels/kernels.h"
 
 namespace llada::decode {
 
@@ -47,7 +47,7 @@ int rows_per_position(const DiffusionConfig& cfg, const GenerateOptions& opt);
 SessionShape session_shape(const DiffusionConfig& cfg, const GenerateOptions& opt, int canvas_len,
                            int n = 1);
 
-class Generator : public Stepper {
+class Generator : public Stepper, private RevisionHooks {
   public:
     // `cost` sizes mbsd's lookahead (null: none available; then --lookahead auto is refused).
     Generator(const model::Model& model, const GenerateOptions& opt, const TokenIds& ids,
@@ -64,13 +64,7 @@ class Generator : public Stepper {
     void apply(std::span<const RowPrediction> preds,
                std::span<const RowPrediction> cpu_preds = {}) override;
     void record_cost(int64_t device_rows, double ms) override;
-    // The two paths' times of the last step (progressive revision).
-    void record_lane_cost(const LaneCost& c) override;
-    bool revising() const override { return opt_.revise.on; }
-    const ReviseOptions& revise_options() const override { return opt_.revise; }
-    void set_lane_costs(ForwardCost dense, ForwardCost cpu) override {
-        rev_.set_costs(std::move(dense), std::move(cpu));
-    }
+    RevisionHooks* revision() override { return opt_.revise.on ? this : nullptr; }
 
     const GenerateResult& result() const override { return res_; }
     GenerateResult take_result() override;
@@ -89,14 +83,18 @@ class Generator : public Stepper {
     std::span<const int32_t> last_revised() const { return rev_.revised(); }
 
   private:
-    void plan_classic();
-    void plan_need();
+    // RevisionHooks: the options, the two paths' times of the last step, --revise-rows auto's
+    // costs.
+    const ReviseOptions& revise_options() const override { return opt_.revise; }
+    void record_lane_cost(const LaneCost& c) override;
+    void set_lane_costs(ForwardCost dense, ForwardCost cpu) override {
+        rev_.set_costs(std::move(dense), std::move(cpu));
+    }
+
+    // The policy's window (decode/windows.h) with the parts it takes.
+    void plan_window();
     void predict(std::span<const RowPrediction> preds, int n_need);
     void commit(int p, int32_t tok);
-    // Self-checks: the check rows' predictions apart from the block's and lookahead's (returns
-    // the latter), then the verdicts on them carried out.
-    std::span<const RowPrediction> split_self_checks(std::span<const RowPrediction> preds);
-    void self_check(StepInfo& info);
     // A draft of the block that has just become current: committed (its draft token) or masked.
     void resolve_draft(int p, bool accept, bool early, StepInfo& info);
     struct Actions;  // what a decision source's word does (decode/decisions.h)
@@ -119,6 +117,7 @@ class Generator : public Stepper {
     Speculation spec_;                           // mbsd: drafts and lookahead
     Pipeline pipe_;                              // pipeline: ahead commits and their checks
     Reviser rev_;                                // --revise: the CPU path's checks
+    SelfChecks sc_;                              // --self-check: refresh rows that check
     std::unique_ptr<DecisionSource> decisions_;  // the model's, or a trace's (--replay)
     CounterNoise own_noise_;
     NoiseSource* noise_;
@@ -148,12 +147,6 @@ class Generator : public Stepper {
     std::vector<int32_t> check_pos_, check_off_, check_tok_;
     std::vector<Candidate> check_cand_;
     std::vector<Pipeline::Verdict> verdicts_;
-    // Self-checks: the positions whose token is due a check (committed below --threshold, or
-    // beside a token a check replaced, or replaced), this step's checks (stale rows that
-    // predict), and this step's predictions of the block and lookahead rows and of the checks.
-    std::vector<uint8_t> check_due_;
-    std::vector<int32_t> checks_;
-    std::vector<RowPrediction> main_preds_, check_preds_;
     std::vector<float> guided_;
     std::vector<int> chosen_;
     std::vector<int32_t> committed_;

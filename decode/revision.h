@@ -19,6 +19,26 @@
 
 namespace llada::decode {
 
+// The two paths' times of a step of progressive revision.
+struct LaneCost {
+    double cpu_ms = 0.0, exposed_ms = 0.0;
+    double proj_dense_ms = 0.0, proj_cpu_ms = 0.0, proj_merge_ms = 0.0;
+    double proj_contention_ms = 0.0;  // shared-DRAM slowdown of the overlap
+};
+
+// What the scheduler's CPU path (decode/cpu_lane.h) needs of a generation that revises
+// (Stepper::revision()): its options, where each step's two lane times go, and the lanes'
+// projected costs by row count for --revise-rows auto.
+class RevisionHooks {
+  public:
+    virtual const ReviseOptions& revise_options() const = 0;
+    virtual void record_lane_cost(const LaneCost& c) = 0;
+    virtual void set_lane_costs(ForwardCost dense, ForwardCost cpu) = 0;
+
+  protected:
+    ~RevisionHooks() = default;
+};
+
 // The parts of a generation that revision reads and writes.
 struct RevisionCanvas {
     std::vector<int32_t>& tokens;     // the canvas
@@ -37,7 +57,7 @@ class Reviser {
     void committed(int p, int step);
     // A revised token whose K/V the CPU path recomputes (the dense rows leave its slot alone).
     bool needs_refresh(int p) const { return needs_refresh_[p] != 0; }
-    // The projected costs that size --revise-rows auto (Stepper::set_lane_costs).
+    // The projected costs that size --revise-rows auto (RevisionHooks::set_lane_costs).
     void set_costs(ForwardCost dense, ForwardCost lane) {
         dense_cost_ = std::move(dense);
         lane_cost_ = std::move(lane);

@@ -6,7 +6,8 @@
 #include <chrono>
 
 #include "decode/lookahead.h"
-#include "npu/profile.h"
+#include "decode/revision.h"
+#include "runtime/devices.h"
 #include "util/error.h"
 
 namespace llada::decode {
@@ -34,10 +35,10 @@ void Scheduler::Rows::reserve(size_t n) {
     gumbel.reserve(n);
 }
 
-void Scheduler::Rows::add(const RowRequest& r, int32_t cache_seq, const kernels::GumbelRow* g) {
+void Scheduler::Rows::add(const RowRequest& r, int32_t cache_seq, const model::HeadDraw* g) {
     if (r.predict) {
         out_rows.push_back(static_cast<int32_t>(tokens.size()));
-        gumbel.push_back(g ? *g : kernels::GumbelRow{});
+        gumbel.push_back(g ? *g : model::HeadDraw{});
         any_gumbel = any_gumbel || g != nullptr;
     }
     tokens.push_back(r.token);
@@ -86,26 +87,18 @@ void Scheduler::add(Stepper& g) {
         throw Error("the KV cache has " + std::to_string(s_.kv().n_free()) +
                     " free sequences; the generation needs " + std::to_string(g.n_seq()));
     }
-    if (g.revising() && !lane_) {
+    RevisionHooks* rev = g.revision();
+    if (rev != nullptr && !lane_) {
         // The CPU path is projected onto the CPU beside the dense device when that is projected.
-        runtime::CpuDeviceOptions dev;
-        if (const runtime::DeviceReport* rep = s_.device().report(); rep && rep->projected) {
-            const npu::Profile p = npu::find_profile(rep->profile);
-            dev.projection_profile = p.kind == npu::Profile::Kind::Cpu ? p.name : p.cpu_profile;
-            // While both lanes stream, they share DRAM: two engines reach dram_pair_gbps
-            // together, not twice dram_gbps. The overlapped time is stretched by that ratio
-            // (an upper bound: it assumes both lanes bandwidth-bound while they overlap).
-            if (p.dram_pair_gbps > 0.0 && p.kind == npu::Profile::Kind::Npu) {
-                contention_ = std::max(0.0, 2.0 * p.dram_gbps / p.dram_pair_gbps - 1.0);
-            }
-            dev.timing_only = !rep->functional;
-            if (dev.projection_profile.empty()) {
-                throw Error("--revise on profile " + rep->profile +
-                            ": it names no CPU profile to project the CPU path on");
-            }
+        const runtime::DeviceReport* rep = s_.device().report();
+        const runtime::CompanionCpu cpu = runtime::companion_cpu(rep);
+        if (rep != nullptr && rep->projected && cpu.device.projection_profile.empty()) {
+            throw Error("--revise on profile " + rep->profile +
+                        ": it names no CPU profile to project the CPU path on");
         }
-        const ReviseOptions& ro = g.revise_options();
-        lane_ = std::make_unique<CpuLane>(s_.model(), s_.kv(), ro.threads, s_.options(), dev,
+        contention_ = cpu.contention;
+        const ReviseOptions& ro = rev->revise_options();
+        lane_ = std::make_unique<CpuLane>(s_.model(), s_.kv(), ro.threads, s_.options(), cpu,
                                           ro.serial);
         const size_t rows = 2 * static_cast<size_t>(s_.n_seq()) * s_.n_pos();
         lane_rows_.reserve(rows);
@@ -113,14 +106,14 @@ void Scheduler::add(Stepper& g) {
         lane_preds_.reserve(rows);
         dense_written_.assign(static_cast<size_t>(s_.n_seq()) * s_.n_pos(), 0);
     }
-    if (g.revising() && g.revise_options().tail_dense && s_.n_pos() < 2 * g.canvas_len()) {
+    if (rev != nullptr && rev->revise_options().tail_dense && s_.n_pos() < 2 * g.canvas_len()) {
         throw Error("--revise-tail dense needs a session of twice the canvas's " +
                     std::to_string(g.canvas_len()) +
                     " positions per sequence (scratch slots "
                     "for the check rows); this one has " +
                     std::to_string(s_.n_pos()));
     }
-    if (g.revising() && g.revise_options().rows < 0) {
+    if (rev != nullptr && rev->revise_options().rows < 0) {
         const runtime::DeviceReport* rep = s_.device().report();
         if (rep == nullptr || !rep->projected || !lane_->projected()) {
             throw Error(
@@ -129,8 +122,8 @@ void Scheduler::add(Stepper& g) {
                 "count instead");
         }
         const int64_t L = g.canvas_len();
-        g.set_lane_costs(device_forward_cost(s_, s_.max_rows(), L),
-                         device_forward_cost(lane_->session(), 2 * L, L));
+        rev->set_lane_costs(device_forward_cost(s_, s_.max_rows(), L),
+                            device_forward_cost(lane_->session(), 2 * L, L));
     }
     Entry e{&g, {-1, -1}};
     for (int k = 0; k < g.n_seq(); ++k)
@@ -249,7 +242,8 @@ bool Scheduler::step() {
             k += r.predict;
         }
         // After the last block, --revise-tail dense sends the checks to the dense device.
-        e.tail = !req.dense && e.g->revise_options().tail_dense;
+        e.tail = !req.dense && e.g->revision() != nullptr &&
+                 e.g->revision()->revise_options().tail_dense;
         Rows& cpu = e.tail ? tail_ : lane_rows_;
         e.first_lane_pred = cpu.out_rows.size();
         for (const RowRequest& r : req.cpu_rows)
@@ -276,7 +270,7 @@ bool Scheduler::step() {
         for (size_t i = 0; i < preds_.size(); ++i)
             preds_[i].logits = logits + static_cast<int64_t>(i) * V;
     } else if (batch.n_rows > 0) {
-        const kernels::RowStats* st = s_.forward_stats(batch);
+        const model::HeadStats* st = s_.forward_stats(batch);
         for (size_t i = 0; i < preds_.size(); ++i)
             preds_[i].stats = st + i;
     }
@@ -363,7 +357,7 @@ bool Scheduler::step() {
         const int64_t share =
             batch.n_rows > 0 ? static_cast<int64_t>(e.n_rows) * device_rows / batch.n_rows : 0;
         e.g->record_cost(share, ms);
-        if (e.g->revising()) e.g->record_lane_cost(lc);
+        if (RevisionHooks* rev = e.g->revision()) rev->record_lane_cost(lc);
     }
     if (!isolate_ && !failures_.empty()) {
         const std::string what = failures_.front().what;

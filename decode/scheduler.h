@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "decode/cpu_lane.h"
+#include "decode/revision.h"
 #include "decode/stepper.h"
 #include "model/model.h"
 #include "util/error.h"
@@ -72,11 +73,11 @@ class Scheduler {
     // One forward's arrays, reused.
     struct Rows {
         std::vector<int32_t> tokens, pos, seq, slot, exclude, own_key, out_rows;
-        std::vector<kernels::GumbelRow> gumbel;  // per output row (when any row samples)
+        std::vector<model::HeadDraw> gumbel;  // per output row (when any row samples)
         bool any_gumbel = false, any_own_key = false;
         void clear();
         void reserve(size_t n);
-        void add(const RowRequest& r, int32_t seq, const kernels::GumbelRow* g);
+        void add(const RowRequest& r, int32_t seq, const model::HeadDraw* g);
         runtime::Batch batch(const int32_t* kv_len) const;
     };
     model::Session& s_;

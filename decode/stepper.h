@@ -13,7 +13,6 @@
 
 #include "decode/lookahead.h"
 #include "decode/policy.h"
-#include "kernels/kernels.h"
 #include "model/model.h"
 
 namespace llada::decode {
@@ -46,21 +45,16 @@ struct StepRequest {
     std::vector<RowRequest> cpu_rows;
     bool dense = true;
     // T > 0 on the fused head: the Gumbel-max draw of each predicted row, in their order.
-    std::vector<kernels::GumbelRow> gumbel;
+    std::vector<model::HeadDraw> gumbel;
 };
 
 // The output of one predicted row: its logits row, or the fused head's statistics.
 struct RowPrediction {
-    const float* logits = nullptr;             // [n_vocab]
-    const kernels::RowStats* stats = nullptr;  // when the fused head ran
+    const float* logits = nullptr;            // [n_vocab]
+    const model::HeadStats* stats = nullptr;  // when the fused head ran
 };
 
-// The two paths' times of a step of progressive revision.
-struct LaneCost {
-    double cpu_ms = 0.0, exposed_ms = 0.0;
-    double proj_dense_ms = 0.0, proj_cpu_ms = 0.0, proj_merge_ms = 0.0;
-    double proj_contention_ms = 0.0;  // shared-DRAM slowdown of the overlap
-};
+class RevisionHooks;  // decode/revision.h
 
 class Stepper {
   public:
@@ -81,13 +75,9 @@ class Stepper {
     // (tile padding included, shared padding split by rows) and the step's wall time.
     virtual void record_cost(int64_t device_rows, double ms) = 0;
 
-    // Progressive revision (the diffusion policies only): the scheduler runs the CPU path for
-    // a generation that revises.
-    virtual bool revising() const { return false; }
-    virtual const ReviseOptions& revise_options() const = 0;
-    virtual void record_lane_cost(const LaneCost&) {}
-    // --revise-rows auto: the dense lane's and the CPU lane's projected cost by row count.
-    virtual void set_lane_costs(ForwardCost, ForwardCost) {}
+    // A generation under progressive revision gives what the scheduler's CPU path needs of it
+    // (decode/revision.h); every other generation, null.
+    virtual RevisionHooks* revision() { return nullptr; }
 
     virtual const GenerateResult& result() const = 0;
     virtual GenerateResult take_result() = 0;

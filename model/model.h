@@ -16,6 +16,18 @@
 
 namespace llada::model {
 
+// The fused LM head's output per row and the Gumbel-max draw it takes for a row, as the layers
+// above the model read them (their definitions and reductions are the kernels').
+using HeadStats = kernels::RowStats;
+using HeadDraw = kernels::GumbelRow;
+// The softmax probability of a row's argmax, and of its Gumbel-max choice.
+inline float head_confidence(const HeadStats& s) {
+    return kernels::row_confidence(s);
+}
+inline float head_gumbel_confidence(const HeadStats& s) {
+    return kernels::row_gumbel_confidence(s);
+}
+
 struct Hparams {
     // GGUF general.architecture: "llada", "llama", "dream", "llada-moe", "llada2",
     // "bailingmoe2"
@@ -85,7 +97,7 @@ class Model {
     size_t weight_bytes() const { return weight_bytes_; }
 
     // What the output head produces: logits [rows][n_vocab], or per-row statistics
-    // (kernels::RowStats: argmax, confidence, runner-up, entropy) from the fused LM head.
+    // (HeadStats: argmax, confidence, runner-up, entropy) from the fused LM head.
     enum class Head { Logits, Stats };
     // Records the forward pass for up to max_rows window rows and max_out LM-head rows.
     runtime::Plan build_plan(int64_t max_rows, int64_t max_out, Head head = Head::Logits,
@@ -157,7 +169,7 @@ class Session {
     const float* forward(const runtime::Batch& batch, const runtime::OpObserver* obs = nullptr);
     // The same forward with the fused LM head: per output row, the argmax, its softmax
     // probability, the runner-up and the entropy, without vocabulary-wide logits.
-    const kernels::RowStats* forward_stats(const runtime::Batch& batch);
+    const HeadStats* forward_stats(const runtime::Batch& batch);
 
     // The device's projected cost of a forward of each row count on this session's fused-head
     // plan, attending to kv_len slots (empty when the device has no cost model).

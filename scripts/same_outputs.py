@@ -17,11 +17,13 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 M = os.path.join(ROOT, "models", "tiny-llada-m.gguf")
 R = os.path.join(ROOT, "models", "tiny-llada-r.gguf")
+LC = os.path.join(ROOT, "models", "tiny-llada-lc.gguf")
 AR = os.path.join(ROOT, "models", "tiny-ar-m.gguf")
 SMOKE = os.path.join(ROOT, "models", "tasks", "smoke-50.jsonl")
 SMOKE_R = os.path.join(ROOT, "models", "tasks", "smoke-50-r.jsonl")
-# Keys whose values are measured times or rates, not behaviour.
-TIMED = ("ms", "_s", "per_s", "s_per", "host_s")
+SMOKE_L = os.path.join(ROOT, "models", "tasks", "smoke-50-l.jsonl")
+# Keys whose values are measured times, rates or memory, not behaviour.
+TIMED = ("ms", "_s", "per_s", "s_per", "host_s", "peak_rss_bytes")
 
 POLICIES = [
     ["--policy", "vanilla"],
@@ -95,6 +97,20 @@ def cases(bin_dir, tmp):
     for f in POLICIES[:3] + POLICIES[6:8]:
         out[f"eval-r {' '.join(f)}"] = run([ev, "-m", R, "--tasks", SMOKE_R, "--limit", "3",
                                             "--json", "--no-progress", "-t", "2"] + f)
+    out["eval-r --policy pipeline"] = run([ev, "-m", R, "--tasks", SMOKE_R, "--limit", "3",
+                                           "--json", "--no-progress", "-t", "2", "--policy",
+                                           "pipeline"])
+    # Self-checks on the model trained to judge the tokens it is fed, and their replay.
+    sc = ["--policy", "mbsd", "--threshold", "0.9", "--self-check", "--no-early-stop"]
+    trace = os.path.join(tmp, "trace-lc.jsonl")
+    r = run([ev, "-m", LC, "--tasks", SMOKE_L, "--limit", "4", "--json", "--no-progress", "-t",
+             "2", "--trace-out", trace] + sc)
+    r["trace"] = [strip(json.loads(line)) for line in open(trace)] if os.path.exists(trace) else None
+    out["eval-lc self-check"] = r
+    bench = os.path.join(bin_dir, "llada-bench")
+    out["bench replay self-check"] = run([bench, "-m", LC, "--ablation", "--ablation-configs", "9",
+                                          "--replay-revise", trace, "--no-sensitivity", "--json",
+                                          "-t", "2"])
     out["cli ar"] = run([cli, "-m", AR, "-p", "add 12 34:", "--json", "--policy", "ar"])
     out["eval ar"] = run([ev, "-m", AR, "--tasks", SMOKE, "--limit", "6", "--json",
                           "--no-progress", "--policy", "ar"])

@@ -140,7 +140,7 @@ std::vector<int32_t> ServerEngine::stable_ids(const Live& l) const {
     const auto st = g.states();
     std::vector<int32_t> ids;
     // Under revision only stable tokens are final.
-    const bool stable_only = g.revising();
+    const bool stable_only = l.req->opt.revise.on;
     for (size_t p = static_cast<size_t>(g.result().prompt_len); p < x.size(); ++p) {
         if (st[p] == decode::TokenState::Masked || st[p] == decode::TokenState::Draft) break;
         if (stable_only && st[p] != decode::TokenState::Stable) break;
