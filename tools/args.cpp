@@ -1,11 +1,13 @@
 // One declarative argument table per tool: flags, their values and help, parsed with clear errors.
 #include "tools/args.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <sstream>
+#include <thread>
 
 #include "util/error.h"
 
@@ -156,6 +158,24 @@ std::string ArgTable::help() const {
         os << "\n";
     }
     return os.str();
+}
+
+void add_model_flag(ArgTable& args, std::string* path, const char* bundled,
+                    const std::string& what) {
+    args.string({"-m", "--model"}, "FILE",
+                bundled != nullptr ? what + " (default: the bundled " + bundled + ")"
+                                   : what + " (required)",
+                path);
+}
+
+void add_threads_flag(ArgTable& args, int* threads, int default_threads) {
+    const int all = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    *threads = default_threads > 0 ? default_threads : all;
+    args.integer({"-t", "--threads"}, "N",
+                 "CPU threads (default" +
+                     (default_threads > 0 ? " " + std::to_string(default_threads) : ": all cores") +
+                     ")",
+                 threads, 1, 1024);
 }
 
 int run_tool(const std::function<int()>& body) {

@@ -46,6 +46,13 @@ class ArgTable {
     std::vector<Entry> entries_;
 };
 
+// -m/--model FILE as every tool declares it: `bundled` names the default model (null: the tool
+// requires the flag); `what` says what the file is for.
+void add_model_flag(ArgTable& args, std::string* path, const char* bundled,
+                    const std::string& what = "GGUF model");
+// -t/--threads N in [1, 1024], set to its default first: `default_threads` (0: all cores).
+void add_threads_flag(ArgTable& args, int* threads, int default_threads = 0);
+
 // Runs a tool's main body, turning llada::Error into "error: ..." on stderr and exit code 1.
 int run_tool(const std::function<int()>& body);
 

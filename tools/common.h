@@ -28,6 +28,10 @@ std::vector<std::string> default_model_candidates(const char* argv0);
 // The first candidate that exists; throws llada::Error listing where it looked.
 std::string find_default_model(const char* argv0);
 
+// --threshold 0 and --factor 0 are the options' "not given" values: given on the command line
+// they are refused, naming the policy's default instead.
+void check_commit_rule_flags(const ArgTable& args, double threshold, double factor);
+
 // A model with its tokenizer and special ids.
 struct LoadedModel {
     std::unique_ptr<model::Model> model;

@@ -275,14 +275,7 @@ void DecodeFlags::finish(const ArgTable& args, const model::Model& model) {
     if (!args.given("--steps")) opt.steps = opt.gen;
     // 0 is the "not given" value inside the options; given on the command line it would
     // silently mean the policy's default.
-    if (args.given("--threshold") && opt.threshold == 0.0) {
-        throw Error(
-            "--threshold 0 is not a threshold: give TAU in (0, 1], or leave it out for "
-            "the policy's default (threshold: " +
-            number_str(decode::kDefaultThreshold) + ")");
-    }
-    if (args.given("--factor") && opt.factor == 0.0)
-        throw Error("--factor 0 is not a factor: give F > 0, or leave it out");
+    check_commit_rule_flags(args, opt.threshold, opt.factor);
     const decode::PolicyInfo& info = decode::policy_info(policy);
     // An option of a group the policy does not take is refused with the registry's words (the
     // server's request parser says the same); the diffusion policies' commit rule, steps,

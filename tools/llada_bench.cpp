@@ -25,57 +25,50 @@ using namespace llada;
 
 int main(int argc, char** argv) {
     return tools::run_tool([&]() -> int {
-        std::string model_path,
-            rows_list = "1,8,16,32,64,128,256",
-            policies = "vanilla,prefix-cache,dual-cache,threshold,dual-cache+threshold";
-        std::string llama_diffusion;
-        int prefix = 0, reps = 5, prompt_len = 32, gen = 128, block = 32, steps = 0;
-        double tau = decode::kDefaultThreshold;
-        bool json = false, e2e = false, no_peaks = false;
-        int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+        // Every flag of the modes is written straight into the options they read.
+        tools::bench::Options o;
+        bool e2e = false;
         tools::ArgTable args("llada-bench",
                              "Measures forward latency per row count (roofline table), or with "
                              "--e2e whole\ngenerations per policy, optionally beside llama.cpp.");
-        args.string({"-m", "--model"}, "FILE", "GGUF model", &model_path);
-        args.integer({"-t", "--threads"}, "N", "threads (default: all cores)", &threads, 1, 1024);
-        args.integer({"--reps"}, "N", "repetitions per measurement (median reported)", &reps, 1,
+        tools::add_model_flag(args, &o.model_path, nullptr);
+        tools::add_threads_flag(args, &o.threads);
+        args.integer({"--reps"}, "N", "repetitions per measurement (median reported)", &o.reps, 1,
                      1000);
         args.flag({"--json"},
                   "print one JSON document on stdout and nothing else (tables go to stderr)",
-                  &json);
-        bool kv_f16 = false, full_last_layer = false;
+                  &o.json);
         args.flag({"--full-last-layer"},
                   "e2e mode: run the last layer on every window row (to measure the gather of\n"
                   "the output rows before the last layer's attention and FFN)",
-                  &full_last_layer);
+                  &o.full_last_layer);
         args.flag({"--kv-f16"}, "rows and e2e modes: the KV cache in fp16 instead of float32",
-                  &kv_f16);
+                  &o.kv_f16);
         args.section("Rows mode");
-        args.string({"--rows"}, "LIST", "row counts (default 1,8,16,32,64,128,256)", &rows_list);
+        args.string({"--rows"}, "LIST", "row counts (default 1,8,16,32,64,128,256)", &o.rows_list);
         args.integer({"--prefix"}, "P", "cached prefix positions the rows attend to (default 0)",
-                     &prefix, 0, 1 << 20);
-        args.flag({"--no-peaks"}, "skip the peak FLOP/s and bandwidth microbenchmarks", &no_peaks);
-        std::string llama_bench;
-        int rounds = 1;
+                     &o.prefix, 0, 1 << 20);
+        args.flag({"--no-peaks"}, "skip the peak FLOP/s and bandwidth microbenchmarks",
+                  &o.no_peaks);
         bool sampling = false;
-        int window = 160, need = 32;
         args.string({"--llama-bench"}, "PATH",
                     "an existing llama.cpp llama-bench binary: runs -p ROWS -n 0 on the same\n"
                     "file right after each of our row counts and reports the throughput ratio",
-                    &llama_bench);
+                    &o.llama_bench);
         args.integer(
             {"--rounds"}, "N",
             "with --llama-bench: alternate ours and llama.cpp's N times per row count and\n"
             "report each side's median over the rounds (default 1; a shared, noisy\n"
             "machine needs 3 or more)",
-            &rounds, 1, 100);
+            &o.rounds, 1, 100);
         args.section("Sampling mode");
         args.flag({"--sampling"},
                   "the share of a step spent on the output head and sampling: logits for every\n"
                   "row, logits for the needed rows only, and the fused head",
                   &sampling);
-        args.integer({"--window"}, "W", "rows a step computes (default 160)", &window, 1, 1 << 20);
-        args.integer({"--need"}, "N", "rows whose prediction is needed (default 32)", &need, 1,
+        args.integer({"--window"}, "W", "rows a step computes (default 160)", &o.window, 1,
+                     1 << 20);
+        args.integer({"--need"}, "N", "rows whose prediction is needed (default 32)", &o.need, 1,
                      1 << 20);
         args.section("End-to-end mode");
         args.flag({"--e2e"}, "time whole generations per policy", &e2e);
@@ -84,22 +77,21 @@ int main(int argc, char** argv) {
             "policies, '+threshold' adds --threshold, '+revise' progressive revision\n"
             "(default: vanilla, prefix-cache, dual-cache, threshold, dual-cache+threshold;\n"
             "e.g. mbsd+threshold+revise)",
-            &policies);
-        args.integer({"--prompt-len"}, "N", "prompt tokens, BOS included (default 32)", &prompt_len,
-                     1, 1 << 20);
-        args.integer({"--gen"}, "N", "generated positions (default 128)", &gen, 1, 1 << 20);
-        args.integer({"--block"}, "N", "block length (default 32)", &block, 1, 1 << 20);
-        args.integer({"--steps"}, "N", "steps (default: --gen)", &steps, 1, 1 << 20);
+            &o.policies);
+        args.integer({"--prompt-len"}, "N", "prompt tokens, BOS included (default 32)",
+                     &o.prompt_len, 1, 1 << 20);
+        args.integer({"--gen"}, "N", "generated positions (default 128)", &o.gen, 1, 1 << 20);
+        args.integer({"--block"}, "N", "block length (default 32)", &o.block, 1, 1 << 20);
+        args.integer({"--steps"}, "N", "steps (default: --gen)", &o.steps, 1, 1 << 20);
         args.real(
             {"--threshold"}, "TAU",
             "tau of the threshold policies (default " + number_str(decode::kDefaultThreshold) + ")",
-            &tau, 0.0, 1.0);
+            &o.tau, 0.0, 1.0);
         args.string({"--llama-diffusion"}, "PATH",
                     "an existing llama.cpp llama-diffusion-cli binary to run on the same file,\n"
                     "interleaved with ours (nothing of llama.cpp is built or shipped here)",
-                    &llama_diffusion);
-        bool ablation = false, no_sensitivity = false;
-        std::string ablation_configs = "123456789p", cache_policy = "prefix-cache";
+                    &o.llama_diffusion);
+        bool ablation = false;
         args.section("Ablation mode (projected; uses --prompt-len, --gen, --block, --steps)");
         args.flag({"--ablation"},
                   "the published ablation's rows (CPU, + prefix KV cache, + NPU offload,\n"
@@ -109,12 +101,12 @@ int main(int argc, char** argv) {
         args.string({"--ablation-configs"}, "DIGITS",
                     "which rows to run, e.g. 34 (default 123456789p; rows 6-9 and p, the\n"
                     "pipeline's, need traces)",
-                    &ablation_configs);
+                    &o.ablation_configs);
         args.string({"--cache-policy"}, "NAME",
                     "the cached policy of rows 2-4: prefix-cache (default) or dual-cache",
-                    &cache_policy);
+                    &o.cache_policy);
         args.flag({"--no-sensitivity"}, "skip the map/unmap and copy cost sensitivity table",
-                  &no_sensitivity);
+                  &o.no_sensitivity);
         std::string replay_path, replay_need_path, replay_threshold_path, replay_revise_path,
             replay_pipeline_path;
         int replay_index = -1;
@@ -161,9 +153,10 @@ int main(int argc, char** argv) {
         tools::DeviceFlags devf;
         devf.add_to(args);
         if (!args.parse(argc, argv)) return 0;
-        if (model_path.empty()) throw Error("-m/--model is required");
-        if (steps == 0) steps = gen;
-        if (kv_f16 && (sampling || ablation))
+        if (o.model_path.empty()) throw Error("-m/--model is required");
+        if (o.steps == 0) o.steps = o.gen;
+        tools::check_commit_rule_flags(args, o.tau, 0.0);
+        if (o.kv_f16 && (sampling || ablation))
             throw Error(
                 "--kv-f16 applies to the rows and --e2e modes, not --sampling or --ablation");
 
@@ -232,41 +225,17 @@ int main(int argc, char** argv) {
             throw Error("--revise-tail must be cpu or dense, got '" + revise_tail + "'");
         traces.revise_tail_dense = revise_tail == "dense";
         const auto t_load = tools::bench::Clock::now();
-        tools::LoadedModel lm = tools::load_model(model_path);
+        tools::LoadedModel lm = tools::load_model(o.model_path);
         const double load_s = tools::bench::seconds_since(t_load);
-        runtime::ThreadPool pool(threads);
+        runtime::ThreadPool pool(o.threads);
         // The ablation makes its own devices, one per configuration.
         std::unique_ptr<runtime::Device> dev = ablation ? nullptr : devf.make(pool);
-        nlohmann::json report = {{"model", model_path},
-                                 {"threads", threads},
+        nlohmann::json report = {{"model", o.model_path},
+                                 {"threads", o.threads},
                                  {"simd", kernels::active_target()},
                                  {"params", lm.model->n_params()},
                                  {"weight_bytes", lm.model->weight_bytes()},
                                  {"load_s", load_s}};
-        tools::bench::Options o;
-        o.model_path = model_path;
-        o.rows_list = rows_list;
-        o.policies = policies;
-        o.llama_diffusion = llama_diffusion;
-        o.llama_bench = llama_bench;
-        o.threads = threads;
-        o.prefix = prefix;
-        o.reps = reps;
-        o.prompt_len = prompt_len;
-        o.gen = gen;
-        o.block = block;
-        o.steps = steps;
-        o.rounds = rounds;
-        o.window = window;
-        o.need = need;
-        o.tau = tau;
-        o.json = json;
-        o.no_peaks = no_peaks;
-        o.kv_f16 = kv_f16;
-        o.full_last_layer = full_last_layer;
-        o.ablation_configs = ablation_configs;
-        o.cache_policy = cache_policy;
-        o.no_sensitivity = no_sensitivity;
         if (ablation) {
             return tools::bench::ablation_mode(o, lm, devf.config, pool, traces, report);
         }

@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
     return tools::run_tool([&]() -> int {
         std::string model_path, prompt, prompt_file, prompt_tokens, trace_out;
         bool chat = false, json = false, no_display = false;
-        int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+        int threads = 0;
         tools::DecodeFlags dec;
         tools::DeviceFlags devf;
         tools::ArgTable args(
@@ -28,9 +28,7 @@ int main(int argc, char** argv) {
             "Generates text with a diffusion language model (LLaDA architecture, GGUF).\n"
             "Without -m it runs the bundled tiny model, e.g.  llada-cli -p \"0012+0035=\"");
         args.section("Model and prompt");
-        args.string({"-m", "--model"}, "FILE",
-                    std::string("GGUF model (default: the bundled ") + tools::kDefaultModel + ")",
-                    &model_path);
+        tools::add_model_flag(args, &model_path, tools::kDefaultModel);
         args.string({"-p", "--prompt"}, "TEXT", "the prompt", &prompt);
         args.string({"-f", "--file"}, "FILE", "read the prompt from a file (raw bytes)",
                     &prompt_file);
@@ -50,8 +48,7 @@ int main(int argc, char** argv) {
                     &trace_out);
         args.flag({"--no-display"}, "no live view of the canvas (also off when not a terminal)",
                   &no_display);
-        args.integer({"-t", "--threads"}, "N", "CPU threads (default: all cores)", &threads, 1,
-                     1024);
+        tools::add_threads_flag(args, &threads);
         if (!args.parse(argc, argv)) return 0;
 
         const int n_sources = !prompt.empty() + !prompt_file.empty() + !prompt_tokens.empty();

@@ -168,7 +168,7 @@ int main(int argc, char** argv) {
         std::string model_path, tasks_path, answer_regex, out_path, trace_out;
         int limit = 0, parallel = 1;
         bool json = false, chat = false, no_progress = false;
-        int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+        int threads = 0;
         tools::DecodeFlags dec;
         tools::DeviceFlags devf;
         tools::ArgTable args("llada-eval",
@@ -176,9 +176,7 @@ int main(int argc, char** argv) {
                              "({\"task\", \"prompt\", \"answer\"}),\nscores it and reports "
                              "accuracy (95% Wilson interval) and cost per task and overall.");
         args.section("Model and tasks");
-        args.string({"-m", "--model"}, "FILE",
-                    std::string("GGUF model (default: the bundled ") + tools::kDefaultModel + ")",
-                    &model_path);
+        tools::add_model_flag(args, &model_path, tools::kDefaultModel);
         args.string({"--tasks"}, "FILE", "JSONL task file", &tasks_path);
         args.integer({"--limit"}, "N", "only the first N problems", &limit, 1, 1 << 30);
         args.string({"--answer-regex"}, "RE",
@@ -200,8 +198,7 @@ int main(int argc, char** argv) {
                      "problems decoded at once, each with its own -t threads (for tiny models\n"
                      "--parallel 2 -t 1 beats -t 2: a step is too small to split)",
                      &parallel, 1, 256);
-        args.integer({"-t", "--threads"}, "N", "CPU threads (default: all cores)", &threads, 1,
-                     1024);
+        tools::add_threads_flag(args, &threads);
         if (!args.parse(argc, argv)) return 0;
         if (tasks_path.empty()) throw Error("--tasks FILE is required");
         if (model_path.empty()) model_path = tools::find_default_model(argv[0]);

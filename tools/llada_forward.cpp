@@ -14,17 +14,17 @@ using namespace llada;
 int main(int argc, char** argv) {
     return tools::run_tool([&] {
         std::string model_path, tokens_text, tokens_file, out_path;
-        int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+        int threads = 0;
         tools::ArgTable args("llada-forward",
                              "Computes the logits of every position of a canvas in one forward "
                              "pass\nand writes them as float32 [n_tokens][n_vocab], row i = "
                              "position i (unshifted).");
-        args.string({"-m", "--model"}, "FILE", "GGUF model", &model_path);
+        tools::add_model_flag(args, &model_path, nullptr);
         args.string({"--tokens"}, "\"ID ID ...\"", "the canvas as token ids", &tokens_text);
         args.string({"--tokens-file"}, "FILE", "file holding the canvas ids (whitespace separated)",
                     &tokens_file);
         args.string({"--out"}, "FILE", "where to write the logits", &out_path);
-        args.integer({"-t", "--threads"}, "N", "threads", &threads, 1, 1024);
+        tools::add_threads_flag(args, &threads);
         int block = 0;
         args.integer({"--block"}, "N",
                      "a block-causal architecture's attention blocks (llada2; default: the\n"

@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
     return tools::run_tool([&]() -> int {
         std::string in, out, type_name, shape_spec;
         int seed = 1;
-        int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+        int threads = 0;
         tools::ArgTable args(
             "llada-quantize",
             "Re-quantises a GGUF or a Hugging Face directory, as llama-quantize does:\n"
@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
         args.string({"--synthetic"}, "SHAPE", "write a random-weight model of this shape",
                     &shape_spec);
         args.integer({"--seed"}, "S", "seed of the random weights (default 1)", &seed, 0, 1 << 30);
-        args.integer({"-t", "--threads"}, "N", "threads", &threads, 1, 1024);
+        tools::add_threads_flag(args, &threads);
         if (!args.parse(argc, argv)) return 0;
         if (out.empty()) throw Error("--out FILE is required");
         if (type_name.empty()) throw Error("--type is required");

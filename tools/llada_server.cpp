@@ -95,9 +95,7 @@ int main(int argc, char** argv) {
                              "Serves a diffusion model over an OpenAI-compatible HTTP API; every "
                              "step is one forward over all active requests.");
         args.section("Server");
-        args.string({"-m", "--model"}, "FILE",
-                    std::string("GGUF model (default: the bundled ") + tools::kDefaultModel + ")",
-                    &model_path);
+        tools::add_model_flag(args, &model_path, tools::kDefaultModel);
         args.string({"--host"}, "ADDR", "address to listen on (default 127.0.0.1)", &host);
         args.integer({"--port"}, "N", "port (default 8080; 0: any free port, printed)", &port, 0,
                      65535);
@@ -126,7 +124,7 @@ int main(int argc, char** argv) {
         args.string({"--api-key"}, "KEY",
                     "require 'Authorization: Bearer KEY' on /v1/ requests (default: none)",
                     &api_key);
-        args.integer({"-t", "--threads"}, "N", "CPU threads (default 2)", &threads, 1, 1024);
+        tools::add_threads_flag(args, &threads, 2);
         dec.policy_default_help =
             "dual-cache with threshold 0.9, or ar for an autoregressive model";
         dec.defaults_for_any_policy = true;

@@ -35,8 +35,7 @@ int main(int argc, char** argv) {
             "Prints the token ids of TEXT (or of stdin, read raw with nothing trimmed) on one\n"
             "line, separated by spaces. A BOS token comes first when the model's vocabulary\n"
             "asks for one (tokenizer.ggml.add_bos_token, or the pre-tokenizer's default).");
-        args.string({"-m", "--model"}, "FILE", "GGUF model whose vocabulary is used (required)",
-                    &model_path);
+        tools::add_model_flag(args, &model_path, nullptr, "GGUF model whose vocabulary is used");
         args.string({"-p", "--prompt"}, "TEXT",
                     "text to tokenize; without it, all of stdin is read byte for byte", &prompt);
         args.flag({"--no-bos"}, "never add a BOS token, even if the model asks for one", &no_bos);

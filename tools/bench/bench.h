@@ -60,7 +60,8 @@ struct AblationTraces {
     }
 };
 
-// Every flag of llada-bench (tools/llada_bench.cpp documents each).
+// Every flag of llada-bench that a mode reads (tools/llada_bench.cpp registers each on these
+// fields: the defaults here are the flags' defaults).
 struct Options {
     std::string model_path,
         rows_list = "1,8,16,32,64,128,256",
@@ -70,7 +71,7 @@ struct Options {
     int rounds = 1, window = 160, need = 32;
     double tau = decode::kDefaultThreshold;
     bool json = false, no_peaks = false, kv_f16 = false, full_last_layer = false;
-    std::string ablation_configs = "123456789", cache_policy = "prefix-cache";
+    std::string ablation_configs = "123456789p", cache_policy = "prefix-cache";
     bool no_sensitivity = false;
 };
 
