@@ -410,3 +410,19 @@ TEST(BenchTools, EveryJsonModeIsOneDocumentOnStdout) {
         EXPECT_FALSE(j.is_discarded()) << cmd << "\nstdout:\n" << r.out.substr(0, 400);
     }
 }
+
+// llada-bench's decoding flags come from the same table as llada-cli's (decode/options.h): the
+// same ranges, and --threshold 0 (the "not given" value, which used to run the threshold
+// policies on the step schedule) refused in the same words.
+TEST(BenchFlags, DecodingFlagsTakeTheTablesRangesAndRefuseThresholdZero) {
+    Result zero = run(bin("llada-bench") + " -m " + model() + " --e2e --threshold 0");
+    EXPECT_EQ(zero.status, 1);
+    EXPECT_NE(zero.err.find("--threshold 0 is not a threshold"), std::string::npos) << zero.err;
+    Result over = run(bin("llada-bench") + " -m " + model() + " --e2e --gen 2000000");
+    EXPECT_EQ(over.status, 1);
+    EXPECT_NE(over.err.find("--gen = 2000000 is out of range [1, 1048576]"), std::string::npos)
+        << over.err;
+    Result cli = run(bin("llada-cli") + " -m " + model() + " -p x --gen 2000000");
+    EXPECT_NE(cli.err.find("--gen = 2000000 is out of range [1, 1048576]"), std::string::npos)
+        << cli.err;
+}

@@ -46,6 +46,25 @@ void ArgTable::integer(std::vector<std::string> names, std::string metavar, std:
           });
 }
 
+void ArgTable::integer(std::vector<std::string> names, std::string metavar, std::string help,
+                       uint64_t* out, unsigned long long min, unsigned long long max) {
+    std::string flag = names.front();
+    value(std::move(names), std::move(metavar), std::move(help),
+          [out, flag, min, max](const std::string& v) {
+              char* end = nullptr;
+              errno = 0;
+              const unsigned long long x = std::strtoull(v.c_str(), &end, 10);
+              if (v.empty() || v[0] == '-' || *end != '\0' || errno != 0) {
+                  throw Error(flag + " expects an integer, got '" + v + "'");
+              }
+              if (x < min || x > max) {
+                  throw Error(flag + " = " + v + " is out of range [" + std::to_string(min) + ", " +
+                              std::to_string(max) + "]");
+              }
+              *out = x;
+          });
+}
+
 void ArgTable::real(std::vector<std::string> names, std::string metavar, std::string help,
                     double* out, double min, double max) {
     std::string flag = names.front();
@@ -171,11 +190,9 @@ void add_model_flag(ArgTable& args, std::string* path, const char* bundled,
 void add_threads_flag(ArgTable& args, int* threads, int default_threads) {
     const int all = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     *threads = default_threads > 0 ? default_threads : all;
-    args.integer({"-t", "--threads"}, "N",
-                 "CPU threads (default" +
-                     (default_threads > 0 ? " " + std::to_string(default_threads) : ": all cores") +
-                     ")",
-                 threads, 1, 1024);
+    std::string help = "CPU threads (default: all cores)";
+    if (default_threads > 0) help = "CPU threads (default " + std::to_string(default_threads) + ")";
+    args.integer({"-t", "--threads"}, "N", help, threads, 1, 1024);
 }
 
 int run_tool(const std::function<int()>& body) {

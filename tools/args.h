@@ -1,6 +1,7 @@
 // One declarative argument table per tool: flags, their values and help, parsed with clear errors.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -19,6 +20,8 @@ class ArgTable {
                 std::string* out);
     void integer(std::vector<std::string> names, std::string metavar, std::string help, int* out,
                  long long min, long long max);
+    void integer(std::vector<std::string> names, std::string metavar, std::string help,
+                 uint64_t* out, unsigned long long min, unsigned long long max);
     void real(std::vector<std::string> names, std::string metavar, std::string help, double* out,
               double min, double max);
     // A switch without a value ("--json").

@@ -19,14 +19,10 @@ namespace llada::tools {
 namespace fs = std::filesystem;
 
 void check_commit_rule_flags(const ArgTable& args, double threshold, double factor) {
-    if (args.given("--threshold") && threshold == 0.0) {
-        throw Error(
-            "--threshold 0 is not a threshold: give TAU in (0, 1], or leave it out for "
-            "the policy's default (threshold: " +
-            number_str(decode::kDefaultThreshold) + ")");
-    }
+    if (args.given("--threshold") && threshold == 0.0)
+        throw Error(decode::zero_error("--threshold", decode::option("--threshold")));
     if (args.given("--factor") && factor == 0.0)
-        throw Error("--factor 0 is not a factor: give F > 0, or leave it out");
+        throw Error(decode::zero_error("--factor", decode::option("--factor")));
 }
 
 std::vector<std::string> default_model_candidates(const char* argv0) {

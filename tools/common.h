@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "decode/options.h"
 #include "decode/policy.h"
 #include "decode/trace.h"
 #include "decode/tts.h"
@@ -53,8 +54,6 @@ struct DecodeFlags {
     decode::GenerateOptions opt;
     std::string policy = "vanilla";
     std::string remasking = "low_confidence";
-    int seed = 0;
-    int top_k = 0;  // --top-k: the sampling filter's, or Dream's sampler's (--policy dream)
     bool early_stop = false, no_early_stop = false, full_logits = false;
     bool lut_exp = false, lut_dequant = false, kv_f16 = false;
     std::string lookahead = "auto", draft_input = "mask", pipeline_verify = "shadow";
@@ -83,6 +82,14 @@ struct DecodeFlags {
     // $LLADA_CACHE_DIR, else $XDG_CACHE_HOME/llada.cpp, else ~/.cache/llada.cpp ("" if none).
     void set_calibration_file(const std::string& model_path, int threads);
 };
+// Registers decoding option `s` (decode/options.h) on `args`, its value written to `out`: the
+// option's place in a GenerateOptions, or the tool's own storage of its kind (a std::string for
+// Count, Choice and Text; bool, int, double, uint64_t for the others). `help` replaces the
+// table's (a tool whose default differs).
+void add_option(ArgTable& args, const decode::OptionSpec& s, void* out,
+                const std::string& help = "");
+// An "auto|N" option's value within the table's range (parse_auto_count).
+int parse_count(const decode::OptionSpec& s, const std::string& value, const char* what);
 // The value of an "auto|N" flag: -1 for "auto", else N in [lo, hi]; throws llada::Error
 // "FLAG must be 'auto' or WHAT, got 'VALUE'" otherwise.
 int parse_auto_count(const char* flag, const std::string& value, int lo, int hi, const char* what);

@@ -11,6 +11,7 @@
 #include <random>
 #include <sstream>
 
+#include "decode/options.h"
 #include "decode/registry.h"
 #include "kernels/kernels.h"
 #include "tokenizer/chat.h"
@@ -19,6 +20,37 @@
 namespace llada::tools {
 namespace fs = std::filesystem;
 
+void add_option(ArgTable& args, const decode::OptionSpec& s, void* out, const std::string& help) {
+    using K = decode::OptionKind;
+    const std::string& h = help.empty() ? s.help : help;
+    switch (s.kind) {
+        case K::Int:
+            args.integer({s.flag}, s.metavar, h, static_cast<int*>(out),
+                         static_cast<long long>(s.lo), static_cast<long long>(s.hi));
+            break;
+        case K::Real:
+            args.real({s.flag}, s.metavar, h, static_cast<double*>(out), s.lo, s.hi);
+            break;
+        case K::Seed:
+            args.integer({s.flag}, s.metavar, h, static_cast<uint64_t*>(out),
+                         static_cast<unsigned long long>(s.lo),
+                         static_cast<unsigned long long>(s.hi));
+            break;
+        case K::Switch:
+            args.flag({s.flag}, h, static_cast<bool*>(out));
+            break;
+        case K::Count:  // "auto|N": the text, parsed by parse_count
+        case K::Choice:
+        case K::Text:
+            args.string({s.flag}, s.metavar, h, static_cast<std::string*>(out));
+            break;
+    }
+}
+
+int parse_count(const decode::OptionSpec& s, const std::string& value, const char* what) {
+    return parse_auto_count(s.flag, value, static_cast<int>(s.lo), static_cast<int>(s.hi), what);
+}
+
 void DecodeFlags::add_to(ArgTable& args) {
     args.section("Decoding");
     std::string names;
@@ -26,229 +58,41 @@ void DecodeFlags::add_to(ArgTable& args) {
         names += (names.empty() ? "" : ", ") + n;
     args.string({"--policy"}, "NAME",
                 "decoding policy: " + names + "\n(default: " + policy_default_help + ")", &policy);
-    args.integer({"--gen"}, "N",
-                 "generated positions (default: the model's recommendation, else 128)", &opt.gen, 1,
-                 1 << 20);
-    args.integer({"--steps"}, "N", "denoising steps in total (default: --gen, one token per step)",
-                 &opt.steps, 1, 1 << 20);
-    args.integer({"--block"}, "N", "block length (default: the model's recommendation, else 32)",
-                 &opt.block, 1, 1 << 20);
-    args.real({"--temperature"}, "T", "Gumbel-max sampling temperature; 0 = argmax (default 0)",
-              &opt.temperature, 0.0, 1e6);
-    args.integer({"--top-k"}, "K",
-                 "with --temperature > 0: sample among the K most likely tokens; 0 = off\n"
-                 "(default; also Dream's sampler's filter)",
-                 &top_k, 0, 1 << 30);
-    args.real({"--min-p"}, "P",
-              "with --temperature > 0: sample among the tokens at least P times as likely as\n"
-              "the most likely one (after --top-k); 0 = off (default)",
-              &opt.filter.min_p, 0.0, 1.0);
-    args.real({"--cfg"}, "W", "classifier-free guidance scale; 0 = off (default 0)", &opt.cfg, 0.0,
-              1e6);
-    args.string({"--remasking"}, "MODE", "low_confidence (default) or random", &remasking);
-    args.integer({"--seed"}, "S", "seed of the sampling noise (default 0)", &seed, 0, INT_MAX);
-    args.real({"--threshold"}, "TAU",
-              "parallel commits: every masked position of the block with confidence >= TAU\n"
-              "(at least one per step); with --policy threshold, prefix-cache or dual-cache,\n"
-              "e.g. --policy dual-cache --threshold 0.9 (policy threshold defaults to " +
-                  number_str(decode::kDefaultThreshold) + ")",
-              &opt.threshold, 0.0, 1.0);
-    args.real({"--factor"}, "F",
-              "parallel commits by the factor rule: the n-th most confident position needs\n"
-              ">= 1 - F/(n+1); instead of --threshold",
-              &opt.factor, 0.0, 1e6);
-    args.integer({"--refresh"}, "N",
-                 "cache policies: also refresh every K/V with a full forward every N steps\n"
-                 "within a block (default 0: only at each block start)",
-                 &opt.refresh, 0, 1 << 20);
-    args.flag({"--early-stop"},
-              "stop once a finished block holds end-of-text (default for all but vanilla)",
-              &early_stop);
-    args.flag({"--no-early-stop"}, "decode every block even after end-of-text", &no_early_stop);
-    args.flag({"--lut-exp"}, "attention softmax through a 32,768-entry exp table (fp16 inputs)",
-              &lut_exp);
-    args.flag({"--lut-dequant"},
-              "Q4_0 matmuls dequantise through 16-entry tables with float activations\n"
-              "(instead of int8 dot products on Q8-quantised activations)",
-              &lut_dequant);
-    args.flag({"--kv-f16"},
-              "keep the KV cache in fp16 (half its memory and half the bytes attention reads;\n"
-              "llama.cpp's default cache type) instead of float32; keys and values beyond\n"
-              "+-65504 become infinite there, as in llama.cpp",
-              &kv_f16);
-    args.section("Multi-block speculation (--policy mbsd)");
-    args.string({"--lookahead"}, "auto|N",
-                "lookahead rows from the next block(s) per step: auto (default) sizes it from\n"
-                "the device's latency table (npu-sim) or this host's calibrated forward cost;\n"
-                "N forces N (0: the same policy without speculation, i.e. --policy need)",
-                &lookahead);
-    args.real({"--lookahead-mem"}, "MIB",
-              "auto lookahead: cap the window's activation memory at MIB (default: no cap)",
-              &opt.lookahead_mem_mb, 0.0, 1e9);
-    args.real({"--accept"}, "P",
-              "accept a draft when its block's first forward predicts the same token with\n"
-              "confidence >= P (default 0.5); rejected drafts return to masked",
-              &opt.accept, 0.0, 1.0);
-    args.string({"--draft-input"}, "mask|token",
-                "what draft rows feed the window: the mask token (default) or the draft token",
-                &draft_input);
-    args.flag({"--calibrate"},
-              "measure this host's forward cost by row count again (auto lookahead on cpu)",
-              &calibrate);
-    args.section("Pipelined blocks (--policy pipeline)");
-    args.real({"--pipeline-start"}, "S",
-              "a later block starts decoding beside the current one once a share S of the\n"
-              "block before it is committed (default 0: from the first step; 1: never,\n"
-              "i.e. --policy need)",
-              &opt.pipeline_start, 0.0, 1.0);
-    args.real({"--pipeline-threshold"}, "TAU",
-              "a block decoding ahead commits its positions with confidence >= TAU\n"
-              "(default: --threshold's default)",
-              &opt.pipeline_threshold, 0.0, 1.0);
-    args.integer({"--pipeline-min"}, "N",
-                 "... and at least its N most confident positions each step (default 0)",
-                 &opt.pipeline_min, 0, 1 << 20);
-    args.real({"--pipeline-accept"}, "P",
-              "a position committed ahead counts when its check predicts the same token with\n"
-              "confidence >= P (default 0.5); else it is masked again",
-              &opt.pipeline_accept, 0.0, 1.0);
-    args.integer({"--pipeline-depth"}, "N",
-                 "blocks that may decode ahead of the current one, each starting once the block\n"
-                 "before it is --pipeline-start along (default 3)",
-                 &opt.pipeline_depth, 1, 1 << 20);
-    args.string({"--pipeline-verify"}, "mask|shadow|window",
-                "how an ahead commit is checked: shadow (default: a check row blind to the token\n"
-                "beside it, so the checks of several blocks share one forward, kept while they\n"
-                "pass in order), mask (its block's first forward feeds the mask there) or\n"
-                "window (the next forward feeds the mask there, every block at once)",
-                &pipeline_verify);
-    args.section("Progressive revision (--revise; policies threshold, dual-cache, mbsd, ...)");
-    args.flag({"--revise"},
-              "keep committed tokens revisable: a check row (the mask at the position, which\n"
-              "sees a mask there instead of the token) re-checks each visible token every\n"
-              "step on a CPU path beside the dense window, until it is stable\n"
-              "(docs/step-engine.md)",
-              &opt.revise.on);
-    args.string({"--revise-mode"}, "MODE",
-                "a revised token becomes the check's argmax (replace, default) or masked\n"
-                "again (remask)",
-                &revise_mode);
-    args.real({"--revise-margin"}, "M",
-              "revise when another token beats the committed one by M in probability\n"
-              "(default 0.5; above 1: never)",
-              &opt.revise.margin, 0.0, 1e6);
-    args.real({"--revise-floor"}, "P",
-              "revise when the committed token's re-evaluated probability is below P\n"
-              "(default 0.02)",
-              &opt.revise.floor, 0.0, 1.0);
-    args.real({"--stable-p"}, "P",
-              "a check passes when the token's re-evaluated probability is >= P (default 0.9)",
-              &opt.revise.stable, 0.0, 1.0);
-    args.integer({"--stable-k"}, "K",
-                 "stable after K passing checks in a row (default 2; 0: when committed)",
-                 &opt.revise.stable_k, 0, 1 << 20);
-    args.integer({"--stable-budget"}, "N",
-                 "stable at the latest N steps after its first commit (default 8)",
-                 &opt.revise.budget, 1, 1 << 20);
-    args.string({"--revise-rows"}, "auto|N",
-                "CPU-path rows per step: 0 = check every visible token (default), N = at most\n"
-                "N (refreshes, then the leftmost tokens), auto = what the projected CPU lane\n"
-                "finishes within the dense step (a projected device)",
-                &revise_rows);
-    args.string({"--revise-context"}, "fresh|snapshot",
-                "what a check sees of last step's commits: their K/V recomputed on the CPU\n"
-                "path (fresh, default) or the cache as it is (snapshot: fewer CPU rows)",
-                &revise_context);
-    args.string({"--revise-tail"}, "cpu|dense",
-                "after the last block, the checks left: on the CPU path (cpu, default) or as\n"
-                "forwards of the dense device, which idles then (dense)",
-                &revise_tail);
-    args.integer({"--revise-threads"}, "N", "threads of the CPU path's own pool (default 1)",
-                 &opt.revise.threads, 1, 256);
-    args.flag({"--revise-serial"},
-              "run the CPU path after the dense forward on the same thread (for comparison)",
-              &revise_serial);
-    args.section("Self-checks (--self-check; policies need, mbsd)");
-    args.flag({"--self-check"},
-              "the rows that recompute a committed token's K/V also predict it, and a\n"
-              "prediction of another token replaces it: checks that cost no forward row,\n"
-              "for a model trained to judge the tokens it is fed (tiny-llada-lc;\n"
-              "docs/step-engine.md)",
-              &opt.self_check.on);
-    args.real({"--self-check-accept"}, "P",
-              "replace a token when its refresh row predicts another one with probability\n"
-              ">= P (default 0.75)",
-              &opt.self_check.accept, 0.0, 1.0);
-    args.real({"--self-check-below"}, "P",
-              "check the tokens committed with confidence below P (default 0.99; 1: every\n"
-              "token), those a check replaced, and those committed in a replacement's step",
-              &opt.self_check.below, 0.0, 1.0);
-    args.real({"--self-check-threshold"}, "TAU",
-              "the commit threshold of every block but the last (a later forward checks\n"
-              "them; default: --threshold)",
-              &opt.self_check.threshold, 0.0, 1.0);
-    args.section("Dream's sampler (--policy dream)");
-    args.string({"--dream-alg"}, "ALG",
-                "origin, maskgit_plus, topk_margin or entropy (default entropy): which masked\n"
-                "positions a step fills (docs/dream-decoding.md)",
-                &opt.dream.alg);
-    args.real({"--alg-temp"}, "T",
-              "draw the positions from softmax(confidence / T) instead of taking the most\n"
-              "confident (default 0)",
-              &opt.dream.alg_temp, 0.0, 1e6);
-    args.real({"--eps"}, "E", "the schedule's end: linspace(1, E, steps + 1) (default 0.001)",
-              &opt.dream.eps, 0.0, 1.0);
-    args.real({"--top-p"}, "P", "nucleus filter before sampling; 1 = off (default)",
-              &opt.dream.top_p, 0.0, 1.0);
-    args.section("Test-time scaling");
-    args.string({"--tts"}, "auto|N",
-                "decode N candidates of the prompt together (seeds --seed .. --seed+N-1; give\n"
-                "--temperature > 0 or --remasking random for diversity) and choose one; auto:\n"
-                "as many as a step's window holds for about one's price (npu-sim)",
-                &tts_arg);
-    args.string({"--select"}, "vote|confidence",
-                "--tts: the majority answer (ties by mean confidence; default) or the candidate\n"
-                "with the highest mean committed confidence",
-                &select);
-    args.section("Kernels and memory");
-    args.flag({"--full-last-layer"},
-              "run the last layer on every window row (default: only the rows whose\n"
-              "prediction is wanted go past its K/V store, as llama.cpp does)",
-              &full_last_layer);
-    args.flag({"--full-logits"},
-              "write vocabulary-wide logits rows instead of the fused LM-head reduction",
-              &full_logits);
+    // The options the tool keeps itself (words it parses in finish(), switches that are not
+    // fields of GenerateOptions); every other option is written into `opt` in place.
+    const std::pair<const char*, void*> own[] = {
+        {"--remasking", &remasking},
+        {"--early-stop", &early_stop},
+        {"--no-early-stop", &no_early_stop},
+        {"--lut-exp", &lut_exp},
+        {"--lut-dequant", &lut_dequant},
+        {"--kv-f16", &kv_f16},
+        {"--lookahead", &lookahead},
+        {"--draft-input", &draft_input},
+        {"--calibrate", &calibrate},
+        {"--pipeline-verify", &pipeline_verify},
+        {"--revise-mode", &revise_mode},
+        {"--revise-rows", &revise_rows},
+        {"--revise-context", &revise_context},
+        {"--revise-tail", &revise_tail},
+        {"--revise-serial", &revise_serial},
+        {"--tts", &tts_arg},
+        {"--select", &select},
+        {"--full-last-layer", &full_last_layer},
+        {"--full-logits", &full_logits},
+    };
+    std::string section = "Decoding";
+    for (const decode::OptionSpec& s : decode::decode_options()) {
+        if (s.section != section) args.section(section = s.section);
+        void* out = nullptr;
+        for (const auto& [flag, p] : own) {
+            if (std::string_view(flag) == s.flag) out = p;
+        }
+        if (out == nullptr && s.place != nullptr) out = s.place(opt);
+        if (out == nullptr) throw Error(std::string("internal: no storage for ") + s.flag);
+        add_option(args, s, out);
+    }
 }
-
-namespace {
-
-// The flags of each option group of decode/registry.h.
-constexpr std::pair<const char*, decode::Takes> kOptionGroups[] = {
-    {"--block", decode::Takes::Blocks},
-    {"--steps", decode::Takes::Steps},
-    {"--threshold", decode::Takes::CommitRule},
-    {"--factor", decode::Takes::CommitRule},
-    {"--refresh", decode::Takes::Refresh},
-    {"--revise", decode::Takes::Revise},
-    {"--self-check", decode::Takes::SelfCheck},
-    {"--lookahead", decode::Takes::Lookahead},
-    {"--lookahead-mem", decode::Takes::Lookahead},
-    {"--accept", decode::Takes::Lookahead},
-    {"--draft-input", decode::Takes::Lookahead},
-    {"--calibrate", decode::Takes::Lookahead},
-    {"--pipeline-start", decode::Takes::Pipeline},
-    {"--pipeline-threshold", decode::Takes::Pipeline},
-    {"--pipeline-min", decode::Takes::Pipeline},
-    {"--pipeline-accept", decode::Takes::Pipeline},
-    {"--pipeline-depth", decode::Takes::Pipeline},
-    {"--pipeline-verify", decode::Takes::Pipeline},
-    {"--dream-alg", decode::Takes::DreamSampler},
-    {"--alg-temp", decode::Takes::DreamSampler},
-    {"--eps", decode::Takes::DreamSampler},
-    {"--top-p", decode::Takes::DreamSampler},
-};
-
-}  // namespace
 
 void DecodeFlags::finish(const ArgTable& args, const model::Model& model) {
     const auto& g = model.gguf();
@@ -280,10 +124,10 @@ void DecodeFlags::finish(const ArgTable& args, const model::Model& model) {
     // An option of a group the policy does not take is refused with the registry's words (the
     // server's request parser says the same); the diffusion policies' commit rule, steps,
     // revision and self-checks are refused by the step engine's own checks, which say why.
-    for (const auto& [flag, group] : kOptionGroups) {
-        if (args.given(flag) && !info.takes_option(group) && !decode::engine_refuses(info, group) &&
+    for (const decode::OptionSpec& s : decode::decode_options()) {
+        if (args.given(s.flag) && !s.taken_by(info) && !decode::engine_refuses(info, s.takes()) &&
             !defaults_for_any_policy)
-            throw Error(decode::not_taken(flag, group, info));
+            throw Error(decode::not_taken(s.flag, s.takes(), info));
     }
     if (args.given("--steps") && (opt.threshold > 0.0 || opt.factor > 0.0 || info.parallel_only)) {
         throw Error(
@@ -299,7 +143,6 @@ void DecodeFlags::finish(const ArgTable& args, const model::Model& model) {
     } else {
         throw Error("--remasking must be low_confidence or random, got '" + remasking + "'");
     }
-    opt.seed = static_cast<uint64_t>(seed);
     if (early_stop && no_early_stop)
         throw Error("give only one of --early-stop and --no-early-stop");
     opt.early_stop = early_stop ? 1 : no_early_stop ? 0 : -1;
@@ -309,15 +152,15 @@ void DecodeFlags::finish(const ArgTable& args, const model::Model& model) {
     opt.kernels.kv_f16 = kv_f16;
     opt.kernels.full_last_layer = full_last_layer;
     if (info.takes_option(decode::Takes::DreamSampler)) {
-        opt.dream.top_k = top_k;
+        // --top-k is Dream's sampler's own filter there.
+        opt.dream.top_k = opt.filter.top_k;
+        opt.filter.top_k = 0;
         if (args.given("--min-p"))
             throw Error(
                 "--min-p does not apply to --policy dream (Dream's sampler filters with "
                 "--top-k and --top-p)");
-    } else {
-        opt.filter.top_k = top_k;
     }
-    opt.lookahead = parse_auto_count("--lookahead", lookahead, 0, 1 << 20, "a row count >= 0");
+    opt.lookahead = parse_count(decode::option("--lookahead"), lookahead, "a row count >= 0");
     if (draft_input == "mask") {
         opt.draft_input = decode::DraftInput::Mask;
     } else if (draft_input == "token") {
@@ -360,12 +203,12 @@ void DecodeFlags::finish(const ArgTable& args, const model::Model& model) {
         throw Error("--revise-tail must be cpu or dense, got '" + revise_tail + "'");
     }
     opt.revise.tail_dense = revise_tail == "dense";
-    if (!tts_arg.empty()) tts = parse_auto_count("--tts", tts_arg, 1, 4096, "a count in [1, 4096]");
+    if (!tts_arg.empty())
+        tts = parse_count(decode::option("--tts"), tts_arg, "a count in [1, 4096]");
     if (args.given("--select") && tts == 0) throw Error("--select applies to --tts N");
     if (select != "vote" && select != "confidence")
         throw Error("--select must be vote or confidence, got '" + select + "'");
-    opt.revise.rows =
-        parse_auto_count("--revise-rows", revise_rows, 0, 1 << 20, "a row count >= 0");
+    opt.revise.rows = parse_count(decode::option("--revise-rows"), revise_rows, "a row count >= 0");
 }
 
 int parse_auto_count(const char* flag, const std::string& value, int lo, int hi, const char* what) {

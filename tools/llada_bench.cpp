@@ -80,13 +80,14 @@ int main(int argc, char** argv) {
             &o.policies);
         args.integer({"--prompt-len"}, "N", "prompt tokens, BOS included (default 32)",
                      &o.prompt_len, 1, 1 << 20);
-        args.integer({"--gen"}, "N", "generated positions (default 128)", &o.gen, 1, 1 << 20);
-        args.integer({"--block"}, "N", "block length (default 32)", &o.block, 1, 1 << 20);
-        args.integer({"--steps"}, "N", "steps (default: --gen)", &o.steps, 1, 1 << 20);
-        args.real(
-            {"--threshold"}, "TAU",
-            "tau of the threshold policies (default " + number_str(decode::kDefaultThreshold) + ")",
-            &o.tau, 0.0, 1.0);
+        // The decoding options' ranges are the table's (decode/options.h), as in llada-cli.
+        tools::add_option(args, decode::option("--gen"), &o.gen,
+                          "generated positions (default 128)");
+        tools::add_option(args, decode::option("--block"), &o.block, "block length (default 32)");
+        tools::add_option(args, decode::option("--steps"), &o.steps, "steps (default: --gen)");
+        tools::add_option(args, decode::option("--threshold"), &o.tau,
+                          "tau of the threshold policies (default " +
+                              number_str(decode::kDefaultThreshold) + ")");
         args.string({"--llama-diffusion"}, "PATH",
                     "an existing llama.cpp llama-diffusion-cli binary to run on the same file,\n"
                     "interleaved with ours (nothing of llama.cpp is built or shipped here)",

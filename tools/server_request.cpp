@@ -1,12 +1,13 @@
 // Parsing llada-server's request bodies (tools/server_request.h).
 #include "tools/server_request.h"
 
-#include "decode/registry.h"
-
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <type_traits>
 
+#include "decode/options.h"
+#include "decode/registry.h"
 #include "tools/common.h"
 #include "util/error.h"
 
@@ -168,24 +169,34 @@ ParsedRequest parse_request(const json& body_in, const std::string& default_poli
             throw Error(std::string("'") + k + "' must be an integer");
         out = static_cast<T>(v);
     };
-    int max_tokens = p.opt.gen;
-    num("max_tokens", max_tokens, 1, limits.max_gen);
-    int64_t seed = static_cast<int64_t>(p.opt.seed);
-    num("seed", seed, 0, 4294967295.0);
-    p.opt.seed = static_cast<uint64_t>(seed);
-    num("temperature", p.opt.temperature, 0.0, 100.0);
-    num("threshold", p.opt.threshold, 0.0, 1.0);
-    // 0 is the "not given" value inside the options: given, it would silently become the
-    // policy's default (the command-line tools refuse --threshold 0 the same way).
-    if (body.contains("threshold") && p.opt.threshold == 0.0) {
-        throw Error(
-            "'threshold' 0 is not a threshold: give a value in (0, 1], or leave it out (or null) "
-            "for the policy's default");
-    }
-    num("block", p.opt.block, 1, limits.max_gen);
-    num("lookahead", p.opt.lookahead, 0, limits.max_gen);
-    int steps = 0;
-    num("steps", steps, 1, 1 << 20);
+    // The decoding options' fields, by decode/options.h's table (the command-line flags' ranges;
+    // the lengths capped by the server's --max-gen): a number in range, an integer where the
+    // option is one, 0 refused where it means "not given" (as --threshold 0 is).
+    auto option = [&](const char* k, double hi = INFINITY) -> std::optional<double> {
+        if (!body.contains(k)) return std::nullopt;
+        const decode::OptionSpec& s = *decode::find_field(k);
+        const std::string name = std::string("'") + k + "'";
+        if (s.kind == decode::OptionKind::Switch) {
+            if (!body[k].is_boolean()) throw Error(name + " must be a boolean");
+            return body[k].get<bool>() ? 1.0 : 0.0;
+        }
+        if (!body[k].is_number()) throw Error(name + " must be a number");
+        const double v = body[k].get<double>();
+        decode::check_option(s, v, name, hi);
+        return v;
+    };
+    auto set = [&](const char* k, double hi = INFINITY) {
+        if (const auto v = option(k, hi))
+            decode::set_option(p.opt, *decode::find_field(k), *v, std::string("'") + k + "'", hi);
+    };
+    set("max_tokens", limits.max_gen);
+    const int max_tokens = p.opt.gen;
+    set("seed");
+    set("temperature");
+    set("threshold");
+    set("block", limits.max_gen);
+    set("lookahead", limits.max_gen);
+    const int steps = static_cast<int>(option("steps").value_or(0));
     if (body.contains("policy")) {
         if (!body["policy"].is_string()) throw Error("'policy' must be a string");
         p.policy = body["policy"];
@@ -194,23 +205,15 @@ ParsedRequest parse_request(const json& body_in, const std::string& default_poli
     }
     const decode::PolicyInfo& info = decode::policy_info(p.policy);
     // A field of a group the policy does not take is refused with the registry's words (the
-    // command-line tools say the same of their flags); a diffusion policy's commit rule, steps
-    // and revision are refused below or by the step engine's checks, which say why.
-    static constexpr std::pair<const char*, decode::Takes> kFields[] = {
-        {"block", decode::Takes::Blocks},
-        {"steps", decode::Takes::Steps},
-        {"threshold", decode::Takes::CommitRule},
-        {"lookahead", decode::Takes::Lookahead},
-        {"revise", decode::Takes::Revise}};
-    for (const auto& [field, group] : kFields) {
-        if (body.contains(field) && !info.takes_option(group) &&
-            !decode::engine_refuses(info, group))
-            throw Error(decode::not_taken("'" + std::string(field) + "'", group, info, "policy "));
+    // command-line tools say the same of their flags, from the same table); a diffusion
+    // policy's commit rule, steps and revision are refused below or by the step engine's
+    // checks, which say why.
+    for (const auto& [k, v] : body.items()) {
+        const decode::OptionSpec* s = decode::find_field(k);
+        if (s != nullptr && !s->taken_by(info) && !decode::engine_refuses(info, s->takes()))
+            throw Error(decode::not_taken("'" + k + "'", s->takes(), info, "policy "));
     }
-    if (body.contains("revise")) {
-        if (!body["revise"].is_boolean()) throw Error("'revise' must be a boolean");
-        p.opt.revise.on = body["revise"];
-    }
+    set("revise");
     if (body.contains("stream")) {
         if (!body["stream"].is_boolean()) throw Error("'stream' must be a boolean");
         p.stream = body["stream"];
@@ -250,8 +253,8 @@ ParsedRequest parse_request(const json& body_in, const std::string& default_poli
     if (body.contains("user") && !body["user"].is_string()) throw Error("'user' must be a string");
     // The sampling filter (decode::SampleFilter; Dream's own top_k under policy dream). 0 is
     // "off" for both, as in llama-server; a filter at temperature 0 would be ignored.
-    num("top_k", p.opt.filter.top_k, 0, 1 << 30);
-    num("min_p", p.opt.filter.min_p, 0.0, 1.0);
+    set("top_k");
+    set("min_p");
     if (p.opt.filter.on() && p.opt.temperature == 0.0) {
         throw Error(
             "'top_k' and 'min_p' filter a sampled choice: they need a 'temperature' above 0 (at "
