@@ -25,13 +25,14 @@ std::vector<OptionSpec> make_table() {
         "Progressive revision (--revise; policies threshold, dual-cache, mbsd, ...)";
     const char* const sc = "Self-checks (--self-check; policies need, mbsd)";
     const char* const dream = "Dream's sampler (--policy dream)";
+    const char* const l2 = "LLaDA 2.x (--policy llada2)";
     const char* const tts = "Test-time scaling";
     const char* const mem = "Kernels and memory";
     const int blocks = group(Takes::Blocks), steps = group(Takes::Steps),
               rule = group(Takes::CommitRule), refresh = group(Takes::Refresh),
               revise = group(Takes::Revise), self = group(Takes::SelfCheck),
               look = group(Takes::Lookahead), pl = group(Takes::Pipeline),
-              ds = group(Takes::DreamSampler);
+              ds = group(Takes::DreamSampler), bc = group(Takes::BlockCausal);
     const std::string tau = number_str(kDefaultThreshold);
     // clang-format off
     return {
@@ -204,6 +205,17 @@ std::vector<OptionSpec> make_table() {
         {dream, "--top-p", nullptr, K::Real, 0, 1, nullptr, ds, "P",
          "nucleus filter before sampling; 1 = off (default)",
          [](GenerateOptions& o) -> void* { return &o.dream.top_p; }},
+        {l2, "--block-steps", "block_steps", K::Int, 1, 1 << 20, nullptr, bc, "N",
+         "LLaDA2.0's steps per block, each committing at least its quota of the block's\n"
+         "masks (default: the block length)",
+         [](GenerateOptions& o) -> void* { return &o.block_steps; }},
+        {l2, "--editing-threshold", "editing_threshold", K::Real, 0, 1, nullptr, bc, "P",
+         "LLaDA2.1's token editing: a step also replaces a token of the block committed\n"
+         "before it whose argmax is another token with probability > P (default: off)",
+         [](GenerateOptions& o) -> void* { return &o.editing_threshold; }},
+        {l2, "--max-post-steps", "max_post_steps", K::Int, 0, 1 << 20, nullptr, bc, "N",
+         "with --editing-threshold: editing steps after a block's last mask (default 16)",
+         [](GenerateOptions& o) -> void* { return &o.max_post_steps; }},
         {tts, "--tts", nullptr, K::Count, 1, 4096, nullptr, kEvery, "auto|N",
          "decode N candidates of the prompt together (seeds --seed .. --seed+N-1; give\n"
          "--temperature > 0 or --remasking random for diversity) and choose one; auto:\n"

@@ -204,6 +204,12 @@ struct GenerateOptions {
     ReviseOptions revise;
     SelfCheckOptions self_check;
     DreamOptions dream;
+    // LLaDA 2.x (policy llada2, decode/block_diffusion.h): LLaDA2.0's steps per block (0: the
+    // block length); LLaDA2.1's token editing at this probability (< 0: off) with at most
+    // max_post_steps steps after a block's last mask.
+    int block_steps = 0;
+    double editing_threshold = -1.0;
+    int max_post_steps = 16;
 };
 
 // One denoising step as it happened.

@@ -3,6 +3,7 @@
 #include "decode/registry.h"
 
 #include "decode/autoregressive.h"
+#include "decode/block_diffusion.h"
 #include "decode/dream.h"
 #include "decode/generator.h"
 #include "util/error.h"
@@ -52,6 +53,16 @@ void check_dream(const PolicyInfo&, const model::Model& model, const GenerateOpt
     check_dream_options(model, opt, ids);
 }
 
+std::unique_ptr<Stepper> make_llada2(const PolicyInfo&, const model::Model& model,
+                                     const GenerateOptions& opt, const TokenIds& ids,
+                                     std::span<const int32_t> prompt, const ForwardCost*) {
+    return make_block_diffusion_stepper(model, opt, ids, prompt);
+}
+void check_llada2(const PolicyInfo&, const model::Model& model, const GenerateOptions& opt,
+                  const TokenIds& ids) {
+    check_block_diffusion(model, opt, ids);
+}
+
 using enum Takes;
 using enum WindowMode;
 constexpr auto D = PolicyFamily::Diffusion;
@@ -82,6 +93,10 @@ const PolicyInfo kPolicies[] = {
      false, make_ar, check_ar},
     {"dream", PolicyFamily::Dream, "Dream's sampler: the canvas as one span, its own algorithms",
      bits({Steps, DreamSampler}), Full, false, false, false, make_dream, check_dream},
+    {"llada2", PolicyFamily::BlockDiffusion,
+     "LLaDA 2.x: blocks from position 0, earlier blocks cached, threshold 0.95 (+ token editing)",
+     bits({Blocks, CommitRule, BlockCausal}), Full, false, false, false, make_llada2, check_llada2,
+     true},
 };
 
 }  // namespace

@@ -30,6 +30,7 @@ enum class PolicyFamily {
     Diffusion,       // the step engine (decode/generator.h) on a masked-diffusion model
     Autoregressive,  // the AR baseline on a causal model (decode/autoregressive.h)
     Dream,           // Dream's own sampler (decode/dream.h)
+    BlockDiffusion,  // LLaDA 2.x on a block-causal model (decode/block_diffusion.h)
 };
 
 // The option groups a policy takes beyond those every policy takes (gen, seed, temperature,
@@ -45,6 +46,7 @@ enum class Takes {
     Lookahead,     // mbsd's speculation: --lookahead, --accept, --draft-input, ...
     Pipeline,      // --pipeline-*
     DreamSampler,  // --dream-alg, --alg-temp, --eps, --top-p
+    BlockCausal,   // LLaDA 2.x's --block-steps, --editing-threshold, --max-post-steps
 };
 
 // The stepper of one generation: `cost` sizes mbsd's lookahead (null: none available).
@@ -70,6 +72,9 @@ struct PolicyInfo {
     bool pipeline = false;   // pipeline: the next block decodes beside the current one
     StepperFactory make = nullptr;
     PolicyCheck check = nullptr;
+    // The session's attention blocks are the decoding blocks (--block), and its canvas runs to a
+    // whole number of them (LLaDA 2.x on a block-causal model).
+    bool block_causal = false;
 
     bool takes_option(Takes t) const { return (takes >> static_cast<unsigned>(t)) & 1u; }
     bool diffusion() const { return family == PolicyFamily::Diffusion; }

@@ -237,10 +237,9 @@ void check_sample_filter(const GenerateOptions& opt) {
 void check_not_block_causal(const model::Model& model) {
     if (model.hparams().attention_block > 0) {
         throw Error("model architecture '" + model.hparams().arch +
-                    "' attends block-causally (LLaDA 2.x): its decoding (blocks aligned from the "
-                    "prompt's start, committed blocks in the KV cache) is not implemented yet; "
-                    "llada-forward runs its forward, and its causal twin bailingmoe2 decodes "
-                    "with --policy ar");
+                    "' attends block-causally (LLaDA 2.x): this policy's blocks start after the "
+                    "prompt; decode it with --policy llada2 (blocks aligned from position 0, "
+                    "committed blocks kept in the KV cache)");
     }
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "decode/block_diffusion.h"
 #include "decode/generator.h"
 #include "decode/lookahead.h"
 #include "decode/policy.h"
@@ -76,7 +77,12 @@ SessionShape session_shape(const std::string& policy, const GenerateOptions& opt
     SessionShape s;
     s.n_seq = n;
     s.n_pos = canvas_len;
-    if (p.family == PolicyFamily::Autoregressive) {
+    if (p.block_causal) {
+        // A whole number of blocks; the first step computes the prompt's blocks and one more,
+        // a block's first step the previous block and itself.
+        s.n_pos = block_diffusion_canvas(opt, prompt_len);
+        s.rows = s.outs = int64_t{n} * s.n_pos;
+    } else if (p.family == PolicyFamily::Autoregressive) {
         // The prompt's prefill (computed once for candidates of one prompt), then one row per
         // live generation.
         s.rows = std::max(prompt_len, n);
@@ -134,7 +140,8 @@ GenerationSession::GenerationSession(const std::string& policy, const model::Mod
       model_(model),
       shape_(checked_shape(policy, model, opt, prompt_len, n)),
       kv_(session_cache(model, shape_, opt)),
-      session_(model, device, kv_, shape_.rows, shape_.outs, opt.kernels) {
+      kernels_(session_kernels(policy, opt)),
+      session_(model, device, kv_, shape_.rows, shape_.outs, kernels_) {
     // mbsd --lookahead auto: a generation sizes its lookahead on one generation's cost table
     // (as if alone; other candidates' rows in the same forward are not weighed).
     if (needs_lookahead_cost(policy, opt)) {
@@ -145,7 +152,15 @@ GenerationSession::GenerationSession(const std::string& policy, const model::Mod
 
 std::unique_ptr<Stepper> GenerationSession::stepper(const GenerateOptions& opt, const TokenIds& ids,
                                                     std::span<const int32_t> prompt) const {
-    return make_stepper(policy_, model_, opt, ids, prompt, cost_);
+    GenerateOptions o = opt;
+    o.kernels = kernels_;  // what the session's plans were built with
+    return make_stepper(policy_, model_, o, ids, prompt, cost_);
+}
+
+runtime::PlanOptions session_kernels(const std::string& policy, const GenerateOptions& opt) {
+    runtime::PlanOptions k = opt.kernels;
+    if (policy_info(policy).block_causal) k.attention_block = opt.block;
+    return k;
 }
 
 std::unique_ptr<Policy> make_stepper_policy(const std::string& name, const model::Model& model,

@@ -153,9 +153,14 @@ class GenerationSession {
     const model::Model& model_;
     SessionShape shape_;
     runtime::KvCache kv_;
+    runtime::PlanOptions kernels_;  // its plans' options (session_kernels)
     model::Session session_;
     const ForwardCost* cost_ = nullptr;
 };
+
+// The plan options of a session for `policy`: opt.kernels, with the attention blocks set to
+// --block for a policy whose decoding blocks are the attention blocks (LLaDA 2.x).
+runtime::PlanOptions session_kernels(const std::string& policy, const GenerateOptions& opt);
 
 // A stepper for `policy` (any of policy_names() but none of the model-free ones), after the
 // policy's own checks of the model and options. `cost` sizes mbsd's lookahead (null: none

@@ -388,11 +388,16 @@ TEST(Vanilla, ImpossibleOptionsAreRejectedClearly) {
         auto causal = model::Model::load((data_dir() / "llama-causal.gguf").string());
         runtime::ThreadPool pool(1);
         auto dev = runtime::make_cpu_device(pool);
+        auto block_causal = model::Model::load(
+            (fs::path(LLADA_TEST_DATA) / "llada2" / "llada2-tiny.gguf").string());
         for (const auto& name : decode::policy_names()) {
-            EXPECT_NO_THROW(decode::make_policy(name, name == "ar" ? *causal : *m, *dev, o, ids))
-                << name;
+            const model::Model& model = name == "ar"       ? *causal
+                                        : name == "llada2" ? *block_causal
+                                                           : *m;
+            EXPECT_NO_THROW(decode::make_policy(name, model, *dev, o, ids)) << name;
         }
-        EXPECT_EQ(decode::policy_names().size(), 9u);  // the step engine's seven, ar and dream
+        // The step engine's seven, ar, dream and LLaDA 2.x's.
+        EXPECT_EQ(decode::policy_names().size(), 10u);
     }
     // A causal model cannot be decoded by a diffusion policy.
     auto ar = model::Model::load((data_dir() / "llama-causal.gguf").string());

@@ -35,6 +35,11 @@ std::vector<int32_t> generate(const tools::LoadedModel& lm, const Case& c, int t
     o.temperature = 1.0;
     o.seed = 7;
     if (c.policy == "mbsd") o.lookahead = 8;  // auto would size it from a timing
+    if (c.policy == "llada2") {               // greedy, with LLaDA2.1's edits
+        o.temperature = 0.0;
+        o.editing_threshold = 0.01;
+        o.max_post_steps = 3;
+    }
     if (c.policy == "dual-cache" || c.policy == "prefix-cache" || c.policy == "threshold" ||
         c.policy == "need" || c.policy == "mbsd")
         o.threshold = 0.7;
@@ -60,6 +65,8 @@ TEST(Determinism, SameTokensAtEveryThreadCountAndTarget) {
     const fs::path models = fs::path(LLADA_SOURCE_DIR) / "models";
     const auto dllm = tools::load_model((models / "tiny-llada-m.gguf").string());
     const auto ar = tools::load_model((models / "tiny-ar-m.gguf").string());
+    const auto block_causal =
+        tools::load_model((fs::path(LLADA_TEST_DATA) / "llada2" / "llada2-tiny.gguf").string());
     std::vector<Case> cases;
     for (const auto& name : decode::policy_names())
         cases.push_back({name});
@@ -67,7 +74,7 @@ TEST(Determinism, SameTokensAtEveryThreadCountAndTarget) {
     cases.push_back({"mbsd", true});
     int compared = 0;
     for (const auto& c : cases) {
-        const auto& lm = c.policy == "ar" ? ar : dllm;
+        const auto& lm = c.policy == "ar" ? ar : c.policy == "llada2" ? block_causal : dllm;
         for (const char* prompt : kPrompts) {
             SCOPED_TRACE(c.policy + (c.revise ? " --revise " : " ") + prompt);
             const auto want = generate(lm, c, 1, prompt);

@@ -136,9 +136,16 @@ TEST(OptionTable, TheServerTakesTheSameRangesCappedByItsLimits) {
         // The lengths are capped by --max-gen.
         const bool capped = f == "max_tokens" || f == "block" || f == "lookahead";
         const double hi = capped ? limits().max_gen : s.hi;
-        const std::string policy = f == "lookahead" ? "mbsd"
-                                   : f == "steps"   ? "vanilla"
-                                                    : "dual-cache";
+        // The server's default policy, or the first that takes the option.
+        std::string policy = "dual-cache";
+        if (!s.taken_by(decode::policy_info(policy))) {
+            for (const decode::PolicyInfo& p : decode::policies()) {
+                if (s.taken_by(p)) {
+                    policy = p.name;
+                    break;
+                }
+            }
+        }
         const double past = s.kind == OptionKind::Real ? hi * 1.5 + 1 : hi + 1;
         const std::string over = server_error({{"prompt", "x"}, {f, past}}, policy);
         EXPECT_NE(over.find(decode::range_error("'" + f + "'", s, hi)), std::string::npos)

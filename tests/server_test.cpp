@@ -195,6 +195,48 @@ TEST(Server, ArAndDreamAnswerAsAloneWhenBatched) {
     }
 }
 
+// LLaDA 2.x on the server (policy llada2, the default for a block-causal model): LLaDA2.0's and
+// LLaDA2.1's requests batched in one scheduler answer what each answers alone (their steps are
+// checked against the reference's trajectories in llada2_decode_test), and a block other than
+// the session's attention blocks is refused.
+TEST(Server, Llada2RequestsAnswerAsAloneWhenBatched) {
+    const std::string model = (fs::path(LLADA_TEST_DATA) / "llada2" / "llada2-tiny.gguf").string();
+    Server s({"--parallel", "2", "--block", "32", "--max-gen", "32"}, model);
+    ASSERT_GT(s.port, 0);
+    const std::vector<json> bodies = {
+        {{"prompt", "sort 3 1 2:"}, {"max_tokens", 24}, {"threshold", 0.5}},
+        {{"prompt", "add 12 34:"},
+         {"max_tokens", 20},
+         {"editing_threshold", 0.002},
+         {"max_post_steps", 3}}};
+    // "ok: TEXT", or the status and body of a refusal.
+    auto post = [&](const json& body) {
+        httplib::Client c = client(s.port);
+        auto r = c.Post("/v1/completions", body.dump(), "application/json");
+        if (!r) return std::string("no response");
+        if (r->status != 200) return std::to_string(r->status) + " " + r->body;
+        return "ok: " + json::parse(r->body)["choices"][0]["text"].get<std::string>();
+    };
+    std::vector<std::string> alone;
+    for (const auto& b : bodies)
+        alone.push_back(post(b));
+    std::vector<std::string> batched(bodies.size());
+    std::vector<std::thread> ts;
+    for (size_t i = 0; i < bodies.size(); ++i)
+        ts.emplace_back([&, i] { batched[i] = post(bodies[i]); });
+    for (auto& t : ts)
+        t.join();
+    for (size_t i = 0; i < bodies.size(); ++i) {
+        EXPECT_EQ(alone[i].rfind("ok: ", 0), 0u) << alone[i];
+        EXPECT_EQ(batched[i], alone[i]) << i;
+    }
+    const std::string wrong = post({{"prompt", "x"}, {"max_tokens", 8}, {"block", 8}});
+    EXPECT_EQ(wrong.rfind("400 ", 0), 0u) << wrong;
+    EXPECT_NE(wrong.find("decodes in the attention blocks of the session (32 positions"),
+              std::string::npos)
+        << wrong;
+}
+
 TEST(Server, AnswersAreTheLibrarysAloneOrBatched) {
     Server s({"--parallel", "4"});
     ASSERT_GT(s.port, 0);
@@ -638,7 +680,7 @@ TEST(Server, BadRequestsAreNamedAndAFullServerSays503) {
     EXPECT_NE(
         err(R"({"prompt": "x", "policy": "dream", "threshold": 0.5})")
             .find("'threshold' applies to the policies prefix-cache, dual-cache, threshold, need, "
-                  "mbsd, pipeline, not dream"),
+                  "mbsd, pipeline, llada2, not dream"),
         std::string::npos);
     EXPECT_NE(
         err(R"({"prompt": "x", "policy": "ar", "steps": 4})")

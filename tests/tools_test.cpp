@@ -337,13 +337,13 @@ TEST(LladaCli, ArRefusesTheDiffusionOptions) {
     const std::pair<const char*, const char*> cases[] = {
         {"--block 8",
          "--block applies to the policies vanilla, prefix-cache, dual-cache, "
-         "threshold, need, mbsd, pipeline, not ar"},
+         "threshold, need, mbsd, pipeline, llada2, not ar"},
         {"--steps 8",
          "--steps applies to the policies vanilla, prefix-cache, dual-cache, need, "
          "mbsd, dream, not ar"},
         {"--threshold 0.9",
          "--threshold applies to the policies prefix-cache, dual-cache, "
-         "threshold, need, mbsd, pipeline, not ar"},
+         "threshold, need, mbsd, pipeline, llada2, not ar"},
         {"--revise",
          "--revise applies to the policies prefix-cache, dual-cache, threshold, need, "
          "mbsd, not ar"},
@@ -383,7 +383,7 @@ TEST(LladaCli, DreamPolicyRunsAndItsFlagsBelongToIt) {
     r = run(bin("llada-cli") + " -m " + fixture_model() + " -p x --gen 8 --policy dream --block 4");
     EXPECT_EQ(r.status, 1);
     EXPECT_NE(r.err.find("--block applies to the policies vanilla, prefix-cache, dual-cache, "
-                         "threshold, need, mbsd, pipeline, not dream"),
+                         "threshold, need, mbsd, pipeline, llada2, not dream"),
               std::string::npos)
         << r.err;
 }

@@ -98,7 +98,10 @@ void DecodeFlags::finish(const ArgTable& args, const model::Model& model) {
     const auto& g = model.gguf();
     // A causal model is decoded token by token unless the user asks otherwise.
     if (!args.given("--policy") && model.hparams().causal) policy = "ar";
-    if (!args.given("--policy") && !model.hparams().causal && default_threshold &&
+    // A block-causal model (LLaDA 2.x) is decoded as its authors decode it.
+    const bool block_causal = model.hparams().attention_block > 0;
+    if (!args.given("--policy") && block_causal) policy = "llada2";
+    if (!args.given("--policy") && !model.hparams().causal && !block_causal && default_threshold &&
         !args.given("--threshold") && !args.given("--factor"))
         opt.threshold = decode::kDefaultThreshold;
     // The file's recommendation for a flag not given; `flag` overrides a bad one.
@@ -114,7 +117,8 @@ void DecodeFlags::finish(const ArgTable& args, const model::Model& model) {
     if (!args.given("--gen")) opt.gen = hint("llada_cpp.gen_length", "--gen", 128);
     if (!args.given("--block")) {
         opt.block = hint("llada_cpp.block_length", "--block", 32);
-        if (opt.gen % opt.block != 0) opt.block = opt.gen;
+        // (A block-causal model's blocks are its attention blocks, whatever --gen is.)
+        if (opt.gen % opt.block != 0 && !block_causal) opt.block = opt.gen;
     }
     if (!args.given("--steps")) opt.steps = opt.gen;
     // 0 is the "not given" value inside the options; given on the command line it would

@@ -157,7 +157,9 @@ int main(int argc, char** argv) {
                               {"verified", res.ahead_verified},
                               {"rejected", res.ahead_rejected}};
             }
-            if (dec.opt.revise.on) j["revision"] = tools::revision_json(res.revision);
+            // Progressive revision, and LLaDA2.1's token editing (its edits are revisions).
+            if (dec.opt.revise.on || dec.opt.editing_threshold >= 0.0)
+                j["revision"] = tools::revision_json(res.revision);
             j["wall_s"] = res.wall_s;
             j["tokens_per_s"] = tok_s;
             j["threads"] = threads;

@@ -131,7 +131,10 @@ ParsedRequest parse_request(const json& body_in, const std::string& default_poli
                                                    "min_p",
                                                    "response_format",
                                                    "logprobs",
-                                                   "top_logprobs"};
+                                                   "top_logprobs",
+                                                   "block_steps",
+                                                   "editing_threshold",
+                                                   "max_post_steps"};
     if (!body_in.is_object()) throw Error("the request body must be a JSON object");
     // Optional fields given as null are absent (OpenAI's clients send them so).
     json body = json::object();
@@ -214,6 +217,9 @@ ParsedRequest parse_request(const json& body_in, const std::string& default_poli
             throw Error(decode::not_taken("'" + k + "'", s->takes(), info, "policy "));
     }
     set("revise");
+    set("block_steps");
+    set("editing_threshold");
+    set("max_post_steps");
     if (body.contains("stream")) {
         if (!body["stream"].is_boolean()) throw Error("'stream' must be a boolean");
         p.stream = body["stream"];
@@ -341,9 +347,12 @@ ParsedRequest parse_request(const json& body_in, const std::string& default_poli
             "when every candidate is done)");
     }
     if (!info.diffusion()) {
+        // (LLaDA 2.x's blocks are the session's attention blocks: its canvas runs to a whole
+        // number of them, whatever max_tokens is.)
         p.opt.gen = max_tokens;
         p.opt.steps = info.takes_option(decode::Takes::Steps) && steps > 0 ? steps : max_tokens;
-        p.opt.threshold = p.opt.factor = 0.0;
+        if (!info.takes_option(decode::Takes::CommitRule)) p.opt.threshold = 0.0;
+        p.opt.factor = 0.0;
         p.opt.revise.on = false;
         return p;
     }

@@ -457,9 +457,10 @@ class TestLlada2Reference(unittest.TestCase):
         import subprocess
         committed = os.path.join(self.ROOT, "tests", "data", "llada2")
         with tempfile.TemporaryDirectory() as tmp:
-            subprocess.run([sys.executable, os.path.join(self.ROOT, "train",
-                                                         "make_llada2_fixtures.py"), "--out", tmp],
-                           check=True, stdout=subprocess.DEVNULL)
+            # The models and logits, then the decoding trajectories on that model.
+            for script in ("make_llada2_fixtures.py", "make_llada2_decode_fixtures.py"):
+                subprocess.run([sys.executable, os.path.join(self.ROOT, "train", script),
+                                "--out", tmp], check=True, stdout=subprocess.DEVNULL)
             for f in sorted(os.listdir(committed)):
                 with open(os.path.join(committed, f), "rb") as a, \
                         open(os.path.join(tmp, f), "rb") as b:
