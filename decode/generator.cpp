@@ -536,6 +536,7 @@ void Generator::plan_window() {
     parts.speculation = cfg_.speculate ? &spec_ : nullptr;
     parts.reviser = opt_.revise.on ? &rev_ : nullptr;
     parts.draft_input = opt_.draft_input;
+    parts.refresh = opt_.need_refresh;
     if (sc_.on()) {
         // A replay checks as many stale rows as the traced step did, the leftmost.
         int traced = 0;

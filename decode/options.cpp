@@ -77,6 +77,12 @@ std::vector<OptionSpec> make_table() {
          "cache policies: also refresh every K/V with a full forward every N steps\n"
          "within a block (default 0: only at each block start)",
          [](GenerateOptions& o) -> void* { return &o.refresh; }},
+        {dec, "--need-refresh", nullptr, K::Choice, 0, 0, nullptr, group(Takes::NeedRefresh),
+         "once|suffix|block",
+         "windows of need (need, mbsd, pipeline): beyond each committed row recomputed once\n"
+         "after its commit, at each block's first step the masked rows after the block\n"
+         "(suffix, default), every row then and the block's committed rows at its other\n"
+         "steps (block), or none (once)"},
         {dec, "--early-stop", nullptr, K::Switch, 0, 0, nullptr, kEvery, "",
          "stop once a finished block holds end-of-text (default for all but vanilla)"},
         {dec, "--no-early-stop", nullptr, K::Switch, 0, 0, nullptr, kEvery, "",

@@ -129,6 +129,8 @@ inline constexpr double kDefaultThreshold = 0.9;
 // them: the top_k most likely (0: off), then those whose probability is at least min_p times
 // the most likely one's (0: off). Both off: every token. The candidate's confidence stays its
 // probability under the model's whole distribution.
+enum class NeedRefresh { Once, Suffix, Block };
+
 struct SampleFilter {
     int top_k = 0;
     double min_p = 0.0;
@@ -170,6 +172,11 @@ struct GenerateOptions {
     // Kernel choices (table-driven exp / int4 dequantisation), passed to the model's plans.
     runtime::PlanOptions kernels;
 
+    // The windows of need (need, mbsd, pipeline): beyond the committed rows recomputed once after
+    // their commit, none (Once), at each block's first step the masked rows after the block
+    // (Suffix), or at each block's first step every row and at the others the block's committed
+    // rows (Block: the rows dual-cache computes).
+    NeedRefresh need_refresh = NeedRefresh::Suffix;
     // mbsd: lookahead rows per step; -1 = auto (sized from the device's latency table or this
     // host's calibrated forward cost), N >= 0 forces N.
     int lookahead = -1;

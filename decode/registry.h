@@ -47,6 +47,7 @@ enum class Takes {
     Pipeline,      // --pipeline-*
     DreamSampler,  // --dream-alg, --alg-temp, --eps, --top-p
     BlockCausal,   // LLaDA 2.x's --block-steps, --editing-threshold, --max-post-steps
+    NeedRefresh,   // --need-refresh: the windows of need's rule for the block's committed rows
 };
 
 // The stepper of one generation: `cost` sizes mbsd's lookahead (null: none available).

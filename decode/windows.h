@@ -75,6 +75,8 @@ struct NeedParts {
     // positions.
     int last_commits = -1;
     int block_masked = 0;
+    // Which rows are recomputed beyond the stale ones (--need-refresh; GenerateOptions).
+    NeedRefresh refresh = NeedRefresh::Suffix;
 };
 
 // The window of need: the first forward computes the whole canvas; after that the current

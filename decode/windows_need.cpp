@@ -6,7 +6,11 @@
 //              everything else from the cache. Where this differs from dual-cache: there is no
 //              full refresh at block starts, so a committed token's K/V (and the suffix's) keep
 //              the context of the forward that computed them, and the block's committed rows are
-//              not recomputed every step.
+//              not recomputed every step. --need-refresh suffix (the default) also recomputes the
+//              masked rows after the block at each block's first step (the block reads their
+//              K/V; otherwise only the first forward computed them, in the prompt's context
+//              alone); block also every row then and the block's committed rows at its other
+//              steps (the rows dual-cache computes); once neither.
 // + speculation (mbsd) lookahead rows from the next block(s) join the window; their predictions
 //              become drafts. Draft rows feed the mask token (default) or the draft token (a
 //              writer row and a shadow row); either way a draft's K/V is only ever in its own
@@ -16,6 +20,8 @@
 //              row beside the token (decode/pipeline.h).
 // + self-checks a row refreshing a committed token's K/V also predicts it (decode/self_check.h).
 // + revision   a revised token's K/V are the CPU path's to recompute (decode/revision.h).
+#include <algorithm>
+
 #include "decode/pipeline.h"
 #include "decode/revision.h"
 #include "decode/self_check.h"
@@ -51,9 +57,24 @@ void plan_need_window(const WindowInputs& in, const NeedParts& parts, PlannedWin
         const bool lane_refreshes = parts.reviser && parts.reviser->needs_refresh(p);
         return in.committed(p) && in.kv_tok[p] != x[p] && !lane_refreshes && !verify_at(p);
     };
+    // --need-refresh suffix (the default): at a block's first step the masked rows after the
+    // block too (not predicted), whose K/V the block reads and which the first forward alone
+    // computed otherwise. --need-refresh block: at a block's first step every row, and at the
+    // others the block's committed rows, so that their K/V see the block's later commits.
+    auto refresh_at = [&](int p) {
+        if (parts.refresh == NeedRefresh::Once) return false;
+        const bool lane_refreshes = parts.reviser && parts.reviser->needs_refresh(p);
+        if (lane_refreshes || verify_at(p) || stale_at(p)) return false;
+        const bool suffix = p >= block_end && !in.committed(p);
+        if (in.step_in_block == 0) {
+            return suffix || (parts.refresh == NeedRefresh::Block && in.committed(p));
+        }
+        return parts.refresh == NeedRefresh::Block && p >= in.block_start() && p < block_end &&
+               in.committed(p);
+    };
     int n_stale = 0;
     for (int p = 0; p < L && !first; ++p)
-        n_stale += stale_at(p);
+        n_stale += stale_at(p) || refresh_at(p);
     Speculation* spec = parts.speculation;
     if (spec) {
         spec->plan(state, block_end, n_stale + static_cast<int>(out.need.size()),
@@ -75,6 +96,10 @@ void plan_need_window(const WindowInputs& in, const NeedParts& parts, PlannedWin
             // A row of a later block that is still masked (or a draft).
             const bool future = p >= end && !committed;
             const bool stale = stale_at(p);
+            if (!first && !is_need && !is_look && !stale && refresh_at(p)) {
+                out.rows.push_back({x[p], p, s, p, -1, false});
+                continue;
+            }
             if (!(first || is_need || is_look || stale)) continue;
             if (s == 0 && stale && !first) out.stale.push_back(p);
             if (shadow_at(q)) {
@@ -99,7 +124,10 @@ void plan_need_window(const WindowInputs& in, const NeedParts& parts, PlannedWin
             // A draft row fed the mask writes nothing: the cache keeps what the policy without
             // speculation would have there. Fed its draft token, it writes its own slot, so
             // that the rows around it see the draft.
-            const bool writes = !future || first;
+            // (At a block's first step under --need-refresh suffix or block, a masked row of a
+            // later block writes its slot, as the row that refreshes it would.)
+            const bool writes =
+                !future || first || (parts.refresh != NeedRefresh::Once && in.step_in_block == 0);
             // Self-checks: a row refreshing a committed token's K/V also predicts it.
             const bool check =
                 parts.self_checks && stale && !first && s == 0 && parts.self_checks->check_at(p);

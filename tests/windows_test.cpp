@@ -146,6 +146,47 @@ TEST(Windows, NeedComputesMaskedRowsAndEachStaleRowOnce) {
     EXPECT_TRUE(after.stale.empty());
 }
 
+// --need-refresh: at a block's first step the suffix's masked rows (suffix), or every row
+// (block); at its other steps the block's committed rows too (block); neither under once.
+TEST(Windows, NeedRefreshRulesAddTheirRowsWritingButNotPredicting) {
+    Canvas c;
+    // Two positions of block 0 decoded long ago (fresh K/V); block 1 (5..7) starts.
+    c.commit(2, 5);
+    c.commit(3, 6);
+    c.commit(4, 7);
+    c.kv_tok = c.tokens;
+    c.tokens.push_back(M);  // a third block: 8..10
+    c.tokens.push_back(M);
+    c.tokens.push_back(M);
+    c.states.resize(c.tokens.size(), TokenState::Masked);
+    c.kv_tok.resize(c.tokens.size(), M);
+    c.prompt_index.resize(c.tokens.size(), false);
+    auto rows_of = [&](NeedRefresh r, int step_in_block) {
+        NeedParts parts;
+        parts.refresh = r;
+        Plan pl;
+        auto out = pl.out();
+        plan_need_window(c.inputs(1, step_in_block, false), parts, out);
+        EXPECT_EQ(pl.predicted(), (V{5, 6, 7})) << static_cast<int>(r);
+        for (const auto& row : pl.rows)
+            EXPECT_EQ(row.slot, row.pos);  // every row writes its own slot
+        return pl.positions();
+    };
+    EXPECT_EQ(rows_of(NeedRefresh::Once, 0), (V{5, 6, 7}));
+    EXPECT_EQ(rows_of(NeedRefresh::Suffix, 0), (V{5, 6, 7, 8, 9, 10}));
+    EXPECT_EQ(rows_of(NeedRefresh::Block, 0), (V{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10}));
+    EXPECT_EQ(rows_of(NeedRefresh::Suffix, 1), (V{5, 6, 7}));
+    c.commit(6, 9);
+    c.kv_tok[6] = 9;  // committed and refreshed: only the block rule recomputes it
+    NeedParts block;
+    block.refresh = NeedRefresh::Block;
+    Plan pl;
+    auto out = pl.out();
+    plan_need_window(c.inputs(1, 2, false), block, out);
+    EXPECT_EQ(pl.positions(), (V{5, 6, 7}));
+    EXPECT_EQ(pl.predicted(), (V{5, 7}));
+}
+
 TEST(Windows, SelfChecksPredictTheStaleRowsOfDueTokens) {
     Canvas c;
     c.kv_tok = c.tokens;

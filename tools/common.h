@@ -61,6 +61,7 @@ struct DecodeFlags {
     std::string revise_mode = "replace", revise_rows = "0";
     bool revise_serial = false;
     std::string revise_context = "fresh";
+    std::string need_refresh = "suffix";
     std::string revise_tail = "cpu";
     int tts = 0;  // test-time scaling: candidates per prompt (0: off, -1: auto)
     std::string tts_arg;

@@ -74,6 +74,7 @@ void DecodeFlags::add_to(ArgTable& args) {
         {"--revise-mode", &revise_mode},
         {"--revise-rows", &revise_rows},
         {"--revise-context", &revise_context},
+        {"--need-refresh", &need_refresh},
         {"--revise-tail", &revise_tail},
         {"--revise-serial", &revise_serial},
         {"--tts", &tts_arg},
@@ -203,6 +204,15 @@ void DecodeFlags::finish(const ArgTable& args, const model::Model& model) {
         throw Error("--revise-context must be fresh or snapshot, got '" + revise_context + "'");
     }
     opt.revise.fresh_context = revise_context == "fresh";
+    if (need_refresh == "once") {
+        opt.need_refresh = decode::NeedRefresh::Once;
+    } else if (need_refresh == "suffix") {
+        opt.need_refresh = decode::NeedRefresh::Suffix;
+    } else if (need_refresh == "block") {
+        opt.need_refresh = decode::NeedRefresh::Block;
+    } else {
+        throw Error("--need-refresh must be once, suffix or block, got '" + need_refresh + "'");
+    }
     if (revise_tail != "cpu" && revise_tail != "dense") {
         throw Error("--revise-tail must be cpu or dense, got '" + revise_tail + "'");
     }
