@@ -239,7 +239,10 @@ TEST_F(Llada2Decoding, WhatThePolicyCannotRunIsRefusedByName) {
         decode::GenerateOptions d;
         decode::make_stepper(
             "llada2", *dense, d,
-            {dense->gguf().opt_uint("tokenizer.ggml.mask_token_id").value_or(0), -1, -1}, p);
+            {static_cast<int32_t>(
+                 dense->gguf().opt_uint("tokenizer.ggml.mask_token_id").value_or(0)),
+             -1, -1},
+            p);
         ADD_FAILURE() << "accepted a bidirectional model";
     } catch (const Error& e) {
         EXPECT_NE(std::string(e.what()).find("decodes a block-causal model"), std::string::npos)
